@@ -1,0 +1,76 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+import os
+import re
+from collections.abc import Iterator
+
+import pytest
+
+from opentelemetry_exporter_userevents.abi import Registration, Tracefs, UserEventsData
+
+pytest_plugins = ["testbed.pytest_plugin"]
+
+
+@pytest.fixture
+def tracefs() -> Tracefs:
+    found = Tracefs.find()
+    assert found is not None, "tracefs not found"
+    return found
+
+
+@pytest.fixture
+def data(tracefs: Tracefs) -> Iterator[UserEventsData]:
+    opened = UserEventsData(tracefs.path)
+    assert opened.available, opened.reason
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def event_name(request: pytest.FixtureRequest) -> str:
+    """A name no other test uses: events outlive tests (deletion is asynchronous)."""
+    return "t_" + re.sub(r"\W", "_", request.node.name)[:60]
+
+
+class Listener:
+    """An ftrace listener in a tracefs instance of the test's own.
+
+    Reading the global buffer is unreliable across tests: trace event type ids are
+    recycled, so records of a deleted event print under the name of a newer one.
+    """
+
+    def __init__(self, tracefs: Tracefs, instance: str) -> None:
+        self.tracefs = tracefs
+        self.instance = instance
+        self.attached: list[tuple[str, str]] = []
+        os.mkdir(os.path.join(tracefs.path, "instances", instance))
+
+    def __call__(self, registration: Registration) -> None:
+        """Attach to ``registration``'s tracepoint."""
+        assert registration.tracepoint, "tracepoint not resolved"
+        self.tracefs.set_enabled(registration.system, registration.tracepoint, True, self.instance)
+        self.attached.append((registration.system, registration.tracepoint))
+
+    def lines(self, registration: Registration) -> list[str]:
+        """The instance's ``trace`` lines for ``registration``'s tracepoint."""
+        path = os.path.join(self.tracefs.path, "instances", self.instance, "trace")
+        with open(path, encoding="utf-8", errors="replace") as f:
+            pattern = re.compile(rf"\s{re.escape(registration.tracepoint or '')}:")
+            return [line.rstrip("\n") for line in f if pattern.search(line)]
+
+    def close(self) -> None:
+        for system, name in self.attached:
+            try:
+                self.tracefs.set_enabled(system, name, False, self.instance)
+            except FileNotFoundError:
+                pass
+        os.rmdir(os.path.join(self.tracefs.path, "instances", self.instance))
+
+
+@pytest.fixture
+def attach(tracefs: Tracefs, event_name: str) -> Iterator[Listener]:
+    """Attach ftrace to registrations, in an instance that goes away after the test."""
+    listener = Listener(tracefs, event_name[:40] + f"_{os.getpid()}")
+    yield listener
+    listener.close()

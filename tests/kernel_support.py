@@ -1,0 +1,108 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""Helpers for kernel tests: child processes, polling, perf attach, the trace text."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import mmap
+import os
+import struct
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
+    """Poll ``predicate`` until true or ``timeout`` seconds (event deletion is async)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if predicate():
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+
+
+def in_child(function: Callable[[], Any], timeout: float = 30.0) -> Any:
+    """Run ``function`` in a forked child and return its JSON result (or re-raise)."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        try:
+            payload = {"result": function()}
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent
+            payload = {"error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"}
+        os.write(write_end, json.dumps(payload).encode())
+        os._exit(0)
+    os.close(write_end)
+    chunks = []
+    with os.fdopen(read_end, "rb") as pipe:
+        while chunk := pipe.read(65536):
+            chunks.append(chunk)
+    os.waitpid(pid, 0)
+    payload = json.loads(b"".join(chunks) or b'{"error": "child died"}')
+    if "error" in payload:
+        raise AssertionError(f"in child: {payload['error']}")
+    return payload["result"]
+
+
+def drop_privileges(uid: int = 65534, gid: int = 65534, groups: tuple[int, ...] = ()) -> None:
+    os.setgroups(list(groups))
+    os.setgid(gid)
+    os.setuid(uid)
+
+
+# perf_event_open(2), from include/uapi/linux/perf_event.h
+_SYS_PERF_EVENT_OPEN = 298  # x86_64
+PERF_TYPE_TRACEPOINT = 2
+PERF_SAMPLE_TID, PERF_SAMPLE_TIME, PERF_SAMPLE_CPU, PERF_SAMPLE_RAW = 0x2, 0x4, 0x80, 0x400
+PERF_RECORD_SAMPLE = 9
+PERF_FLAG_FD_CLOEXEC = 8
+
+
+class PerfTracepoint:
+    """A perf_event_open attach to one tracepoint for this task, with its mmap ring."""
+
+    PAGES = 1 + 2
+
+    def __init__(self, tracepoint_id: int) -> None:
+        attr = bytearray(136)
+        sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_RAW
+        struct.pack_into(
+            "<IIQQQ", attr, 0, PERF_TYPE_TRACEPOINT, 136, tracepoint_id, 1, sample_type
+        )
+        struct.pack_into("<I", attr, 48, 1)  # wakeup_events
+        libc = ctypes.CDLL(None, use_errno=True)
+        buffer = (ctypes.c_char * len(attr)).from_buffer(attr)
+        fd = libc.syscall(_SYS_PERF_EVENT_OPEN, buffer, 0, -1, -1, PERF_FLAG_FD_CLOEXEC)
+        if fd < 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"perf_event_open: {os.strerror(err)}")
+        self.fd = fd
+        self.ring = mmap.mmap(fd, self.PAGES * mmap.PAGESIZE, mmap.MAP_SHARED,
+                              mmap.PROT_READ | mmap.PROT_WRITE)  # fmt: skip
+
+    def samples(self) -> list[bytes]:
+        """The raw data (a trace record) of every PERF_RECORD_SAMPLE so far."""
+        head, _, offset, size = struct.unpack_from("<QQQQ", self.ring, 1024)
+        data = self.ring[offset : offset + size]
+        position, found = 0, []
+        while position < head:
+            start = position % size
+            header = bytes(data[(start + i) % size] for i in range(8))
+            kind, _, length = struct.unpack("<IHH", header)
+            record = bytes(data[(start + i) % size] for i in range(length))
+            if kind == PERF_RECORD_SAMPLE:
+                (raw_size,) = struct.unpack_from("<I", record, 32)
+                found.append(record[36 : 36 + raw_size])
+            position += length
+        return found
+
+    def close(self) -> None:
+        self.ring.close()
+        os.close(self.fd)
