@@ -51,6 +51,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    image = config.getoption("kernel_image")
+    if image:  # the guest and nested runs may start elsewhere
+        config.option.kernel_image = os.path.abspath(
+            os.path.join(config.invocation_params.dir, image)
+        )
     config.pluginmanager.register(KernelTestBed(config), "user_events_testbed")
 
 
@@ -212,11 +217,11 @@ class KernelTestBed:
         report: pytest.TestReport = outcome.get_result()
         if item.get_closest_marker("kernel") is None:
             return
-        if report.when == "call" or (report.when == "setup" and not report.passed):
-            if report.skipped:
-                self.not_ran += 1
-            else:
-                self.ran += 1
+        # Only an executed test body counts as ran: a setup error or skip does not.
+        if report.when == "call" and not report.skipped:
+            self.ran += 1
+        elif report.skipped and report.when in ("setup", "call"):
+            self.not_ran += 1
         if self.results_path:
             self._record(self.results_path, item, report)
 

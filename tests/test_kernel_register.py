@@ -7,6 +7,7 @@ dyn_test basic/loc/size types, abi_test flags and bit_sizes)."""
 import errno
 import mmap
 import os
+import re
 
 import pytest
 
@@ -287,3 +288,27 @@ def test_closed_file_is_ebadf(tracefs, event_name):
         abi.register_ioctl(fd, f"{event_name} u32 a", SINGLE, _fresh_word(), 0)
 
     assert caught.value.errno == errno.EBADF
+
+
+def test_format_file_and_print_fmt(data, event_name, tracefs):
+    """Selftest ftrace_test print_fmt, on the reference's example command (§3.1)."""
+    registration = data.register(
+        f"{event_name} u32 a; __rel_loc char[] msg; char[8] tag; struct s blob 16", SINGLE
+    )
+
+    path = f"{tracefs.event_dir('user_events', event_name)}/format"
+    with open(path) as f:
+        text = f.read()
+    fmt = abi.parse_format(text)
+
+    assert fmt.print_fmt == (
+        '"a=%u msg=%s tag=%s blob=%llu", REC->a, __get_rel_str(msg), REC->tag, REC->blob'
+    )
+    assert [(f.name, f.offset, f.size, f.signed) for f in fmt.fields] == [
+        ("a", 8, 4, False), ("msg", 12, 4, True), ("tag", 16, 8, True), ("blob", 24, 16, True)
+    ]  # fmt: skip
+    assert "\tfield:__rel_loc char msg[];\toffset:12;" in text
+    # The declared length of a fixed array is not set by user_events (the reference §3.2):
+    # whatever this kernel prints, the layout comes from offset and size.
+    assert re.search(r"\tfield:char tag\[\d*\];\toffset:16;\tsize:8;", text), text
+    assert registration.write_index >= 0
