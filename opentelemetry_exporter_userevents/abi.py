@@ -638,7 +638,7 @@ class Tracefs:
     def find(cls, mounts: str = "/proc/mounts") -> Tracefs | None:
         """Locate tracefs from ``mounts`` (tracefs, or debugfs's ``tracing``), else the usual
         paths; None if none looks like tracefs."""
-        candidates: list[str] = []
+        mounted: list[str] = []
         try:
             with open(mounts, encoding="utf-8", errors="replace") as file:
                 for line in file:
@@ -647,19 +647,19 @@ class Tracefs:
                         continue
                     point = parts[1].replace("\\040", " ")
                     if parts[2] == "tracefs":
-                        candidates.insert(0, point)
+                        mounted.insert(0, point)
                     elif parts[2] == "debugfs":
-                        candidates.append(os.path.join(point, "tracing"))
+                        mounted.append(os.path.join(point, "tracing"))
         except OSError:
             pass
-        candidates.extend(cls.CANDIDATES)
-        for candidate in candidates:
-            # tracefs's root is 0700 by default: an unprivileged user can stat the mount
-            # point but not its files, so a mounted tracefs counts even when unreadable.
-            if os.path.isdir(candidate) and (
-                candidate in candidates[: len(candidates) - len(cls.CANDIDATES)]
-                or _exists(os.path.join(candidate, "README"))
-                or _exists(os.path.join(candidate, "user_events_data"))
+        # tracefs's root is 0700 by default: an unprivileged user can see a mount point but
+        # not its files, so a mounted tracefs counts even when its files cannot be read.
+        for candidate in mounted:
+            if os.path.isdir(candidate):
+                return cls(candidate)
+        for candidate in cls.CANDIDATES:
+            if _exists(os.path.join(candidate, "README")) or _exists(
+                os.path.join(candidate, "user_events_data")
             ):
                 return cls(candidate)
         return None
