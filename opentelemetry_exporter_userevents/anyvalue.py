@@ -1,0 +1,234 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""Text form of OpenTelemetry AnyValues (attribute values, event and link data, log bodies).
+
+The text goes into a ``__rel_loc char[]`` field of a user_events record, where people read
+it in ftrace's ``trace_pipe`` and a reader later decodes it.  So it is compact JSON, readable
+(non-ASCII characters stay as themselves), and yet lossless for every AnyValue and safe for
+the record: valid UTF-8 without a NUL.  Bytes, non-finite floats, huge integers and strings
+JSON cannot carry exactly use single-key objects whose key starts with ``~``.  The format is
+described in docs/value-encoding.md.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import re
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+__all__ = ["MAX_DEPTH", "UnsupportedValue", "decode", "encode"]
+
+MAX_DEPTH = 64
+"""How many containers (sequences, mappings) may be nested in one value."""
+
+
+class UnsupportedValue(TypeError):
+    """A value :func:`encode` cannot write: not an AnyValue, a non-str key, or too deep."""
+
+
+# Integers this large in magnitude are written in hex: 2**2048 has 617 decimal digits, fewer
+# than the smallest int/str conversion limit Python accepts (sys.set_int_max_str_digits:
+# 640), so every decimal integer we write can be read back by any process.
+_INT_LIMIT = 1 << 2048
+_SIMPLE = frozenset((str, int, float, bool, type(None)))
+_STR = frozenset((str,))
+_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+_TAGS = ("~b", "~f", "~i", "~s", "~m")
+
+_dumps = json.JSONEncoder(
+    ensure_ascii=False, allow_nan=False, check_circular=False, separators=(",", ":")
+).encode
+
+# Escaped as \uXXXX after json (which already escapes NUL and the other C0 controls):
+# surrogates, which UTF-8 cannot encode, and the C1 controls and U+2028/U+2029, which
+# terminals or str.splitlines() take as controls or line breaks.  All of them can only be
+# inside JSON strings, and \uXXXX decodes back to the same code point...
+_ESCAPE = re.compile("[\x80-\x9f\u2028\u2029\ud800-\udfff]")
+# ...except a high surrogate followed by a low one, which JSON decodes as one astral
+# character: strings holding such a pair are written as {"~s": [parts]}, split between them.
+_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+_PAIR_SPLIT = re.compile("(?<=[\ud800-\udbff])(?=[\udc00-\udfff])")
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def encode(value: Any, path: str = "value") -> str:
+    """Return the text form of an AnyValue; ``path`` names it in error messages.
+
+    Raises :class:`UnsupportedValue` for anything else.
+    """
+    if isinstance(value, (dict, MappingProxyType)):  # attributes: try the fast path
+        text = _encode_flat(value if type(value) is dict else dict(value))
+        if text is not None:
+            return text
+    try:
+        prepared = _prepare(value, 0)
+    except _Unsupported as exc:
+        where = "".join(f"[{json.dumps(key)}]" for key in reversed(exc.keys))
+        raise UnsupportedValue(f"{exc.args[0]} at {path}{where}") from None
+    kind = type(prepared)
+    if kind is int or kind is float:  # what json writes, without building an encoder
+        return repr(prepared)
+    text = _dumps(prepared)
+    return text if text.isascii() else _ESCAPE.sub(_escape_char, text)
+
+
+def _encode_flat(value: dict[str, Any]) -> str | None:
+    """The fast path for a dict of simple values with str keys; None leaves it to _prepare."""
+    if not (_STR.issuperset(map(type, value)) and _SIMPLE.issuperset(map(type, value.values()))):
+        return None
+    try:
+        text = _dumps(value)
+    except ValueError:  # NaN, infinity, or an integer over the int/str conversion limit
+        return None
+    # A key that needs a "~" escape starts right after "{" or ",": inside strings, json
+    # writes '"' as '\"'.  Only a text this long can hold an integer of _INT_LIMIT.
+    if '{"~' in text or ',"~' in text or (len(text) > 616 and not _small_ints(value)):
+        return None
+    if text.isascii() or not _ESCAPE.search(text):
+        return text
+    return None if _PAIR.search(text) else _ESCAPE.sub(_escape_char, text)
+
+
+def _small_ints(value: dict[str, Any]) -> bool:
+    return all(-_INT_LIMIT < v < _INT_LIMIT for v in value.values() if type(v) is int)
+
+
+class _Unsupported(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.keys: list[str | int] = []  # the path, innermost first
+
+
+def _prepare(value: Any, depth: int) -> Any:
+    """Return what json writes for ``value``: tags applied, user keys escaped."""
+    if isinstance(value, str):
+        if not value.isascii() and _PAIR.search(value):
+            return {"~s": _PAIR_SPLIT.split(value)}
+        return value
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        value = int(value)
+        return value if -_INT_LIMIT < value < _INT_LIMIT else {"~i": hex(value)}
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return float(value)
+        return {"~f": "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"}
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"~b": base64.b64encode(bytes(value)).decode("ascii")}
+    if not isinstance(value, (list, tuple, dict, Mapping)):
+        raise _Unsupported(f"unsupported type {type(value).__qualname__}")
+    if depth >= MAX_DEPTH:
+        raise _Unsupported(f"containers nested deeper than MAX_DEPTH ({MAX_DEPTH})")
+    if isinstance(value, (list, tuple)):
+        return [_child(index, item, depth) for index, item in enumerate(value)]
+    for key in value:
+        if not isinstance(key, str):
+            raise _Unsupported(f"mapping key of type {type(key).__qualname__} (keys must be str)")
+    if any(not key.isascii() and _PAIR.search(key) for key in value):
+        # A key holds a surrogate pair: write [key, value] pairs, where keys can be tagged.
+        return {"~m": [[_prepare(key, 0), _child(key, item, depth)] for key, item in value.items()]}
+    return {
+        "~" + key if key[:1] == "~" else key: _child(key, item, depth)
+        for key, item in value.items()
+    }
+
+
+def _child(key: str | int, item: Any, depth: int) -> Any:
+    try:
+        return _prepare(item, depth + 1)
+    except _Unsupported as exc:
+        exc.keys.append(key)
+        raise
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_loads = json.JSONDecoder(parse_constant=_reject_constant).decode
+
+
+def decode(text: str) -> Any:
+    """Return the value :func:`encode` wrote as ``text``; sequences come back as lists.
+
+    Raises :class:`ValueError` if ``text`` is not something :func:`encode` writes.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"decode() takes str, not {type(text).__qualname__}")
+    try:
+        value = _loads(text)
+    except RecursionError:
+        _invalid("nested too deeply")
+    except ValueError as exc:
+        _invalid(str(exc))
+    return _restore(value, 0)
+
+
+def _invalid(reason: str) -> Any:
+    raise ValueError(f"not an encoded AnyValue: {reason}") from None
+
+
+def _restore(value: Any, depth: int) -> Any:
+    """Undo _prepare on what json read."""
+    kind = type(value)
+    if kind is float and not math.isfinite(value):
+        _invalid("number out of range")
+    if kind is not list and kind is not dict:
+        return value
+    if kind is dict and len(value) == 1:
+        ((key, item),) = value.items()
+        if key in _TAGS:
+            return _untag(key, item, depth)
+    if depth >= MAX_DEPTH:
+        _invalid(f"containers nested deeper than MAX_DEPTH ({MAX_DEPTH})")
+    if kind is list:
+        return [_restore(item, depth + 1) for item in value]
+    mapping = {}
+    for key, item in value.items():
+        if key[:1] == "~":
+            if key[1:2] != "~":
+                _invalid(f"unescaped key {key!r}: tags stand alone, user keys get another ~")
+            key = key[1:]
+        mapping[key] = _restore(item, depth + 1)
+    return mapping
+
+
+def _untag(tag: str, item: Any, depth: int) -> Any:
+    kind = type(item)
+    if tag == "~b" and kind is str:
+        try:
+            return base64.b64decode(item, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            _invalid(f"bad base64 in ~b: {exc}")
+    if tag == "~f" and kind is str and item in _FLOATS:
+        return _FLOATS[item]
+    if tag == "~i" and kind is str:
+        try:
+            return int(item, 16)
+        except ValueError:
+            _invalid(f"bad hex integer in ~i: {item!r:.60}")
+    if tag == "~s" and kind is list and all(type(part) is str for part in item):
+        return "".join(item)
+    if tag == "~m" and kind is list:
+        if depth >= MAX_DEPTH:
+            _invalid(f"containers nested deeper than MAX_DEPTH ({MAX_DEPTH})")
+        mapping = {}
+        for pair in item:
+            if type(pair) is not list or len(pair) != 2:
+                _invalid("~m entries must be [key, value] pairs")
+            key = _restore(pair[0], depth) if type(pair[0]) is dict else pair[0]
+            if type(key) is not str:
+                _invalid("~m keys must be strings")
+            mapping[key] = _restore(pair[1], depth + 1)
+        return mapping
+    return _invalid(f"bad {tag} value {item!r:.60}")
