@@ -271,13 +271,13 @@ class Registration:
 
     __slots__ = (
         "_data",
-        "_index_bytes",
         "_tracepoint",
         "command",
         "enable_address",
         "enable_index",
         "enable_words",
         "flags",
+        "index_bytes",
         "name",
         "system",
         "write_index",
@@ -304,7 +304,8 @@ class Registration:
             USER_EVENTS_MULTI_SYSTEM if flags & USER_EVENT_REG_MULTI_FORMAT else USER_EVENTS_SYSTEM
         )
         self.write_index = write_index
-        self._index_bytes = struct.pack("<i", write_index)
+        self.index_bytes = struct.pack("<i", write_index)
+        """The write index as the 4 bytes that start every record (``os.writev``'s first part)."""
         self.enable_words = words
         self.enable_index = index
         self.enable_address = address
@@ -340,7 +341,7 @@ class Registration:
         count it as a dropped record (a listener detached between the check and the write).
         """
         try:
-            return os.writev(self._data.fd, (self._index_bytes, *parts))
+            return os.writev(self._data.fd, (self.index_bytes, *parts))
         except OSError as exc:
             raise UserEventsError("write", exc.errno or errno.EIO, self.command) from None
 

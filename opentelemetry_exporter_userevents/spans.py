@@ -1,0 +1,209 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""A ReadableSpan as an ``otel_span`` record (the SPAN schema).
+
+Typed fields carry what people filter on (times, duration, ids, kind, status, flags);
+texts carry the rest, readable in ``trace``: attributes, events, links and scope in the
+value encoding (JSON), the name, status description and trace state as plain text.
+A span too large for the record is cut to fit: events, then links, then attributes are
+dropped from the end (their dropped counts say how many), then long texts are shortened
+with a marker; the ``truncated`` bits say which.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+from opentelemetry_exporter_userevents import anyvalue
+from opentelemetry_exporter_userevents.schema import (
+    SPAN,
+    TRUNCATED_ATTRIBUTES,
+    TRUNCATED_EVENTS,
+    TRUNCATED_LINKS,
+    TRUNCATED_TEXT,
+    TRUNCATION_MARK,
+    encode_plain,
+)
+
+NO_PARENT = b"0" * 16
+
+
+def encode_attributes(attributes: Mapping[str, Any] | None) -> tuple[bytes, int]:
+    """Attributes as a JSON object, and how many were dropped for unencodable values."""
+    if not attributes:
+        return b"{}", 0
+    try:
+        return anyvalue.encode(attributes, "attributes").encode(), 0
+    except anyvalue.UnsupportedValue:
+        kept = {}
+        for key, value in attributes.items():
+            try:
+                anyvalue.encode(value)
+                anyvalue.encode({key: 0})
+            except anyvalue.UnsupportedValue:
+                continue
+            kept[key] = value
+        return anyvalue.encode(kept).encode(), len(attributes) - len(kept)
+
+
+_scope_cache: dict[InstrumentationScope | None, bytes] = {}
+
+
+def encode_scope(scope: InstrumentationScope | None) -> bytes:
+    """The scope as JSON ``{name, version, schema_url, attributes}`` (cached; scopes are few)."""
+    try:
+        return _scope_cache[scope]
+    except (KeyError, TypeError):
+        pass
+    if scope is None:
+        text = b"{}"
+    else:
+        attributes, _ = encode_attributes(scope.attributes)
+        value = {"name": scope.name, "version": scope.version, "schema_url": scope.schema_url}
+        head = anyvalue.encode(value).encode()
+        text = head[:-1] + b',"attributes":' + attributes + b"}"
+    if len(_scope_cache) < 256:
+        try:
+            _scope_cache[scope] = text
+        except TypeError:  # unhashable scope attributes
+            pass
+    return text
+
+
+def _event(event: Any) -> dict[str, Any]:
+    return {
+        "name": event.name,
+        "time_ns": event.timestamp,
+        "attributes": dict(event.attributes or {}),
+        "dropped": event.dropped_attributes,
+    }
+
+
+def _link(link: Any) -> dict[str, Any]:
+    context = link.context
+    return {
+        "trace_id": format(context.trace_id, "032x"),
+        "span_id": format(context.span_id, "016x"),
+        "trace_flags": int(context.trace_flags),
+        "trace_state": context.trace_state.to_header() if context.trace_state else "",
+        "is_remote": context.is_remote,
+        "attributes": dict(link.attributes or {}),
+        "dropped": link.dropped_attributes,
+    }
+
+
+def _encode_list(items: list[dict[str, Any]], path: str) -> tuple[bytes, list[dict[str, Any]]]:
+    """Encode a list of event/link dicts, leaving out attributes that cannot be encoded."""
+    try:
+        return anyvalue.encode(items, path).encode(), items
+    except anyvalue.UnsupportedValue:
+        cleaned = []
+        for item in items:
+            attributes = item["attributes"]
+            text, dropped = encode_attributes(attributes)
+            kept = anyvalue.decode(text.decode())
+            cleaned.append({**item, "attributes": kept, "dropped": item["dropped"] + dropped})
+        return anyvalue.encode(cleaned, path).encode(), cleaned
+
+
+def encode_span(span: ReadableSpan, resource_id: int, max_size: int) -> tuple[bytes, bool]:
+    """The record payload of ``span``, and whether it had to be cut to fit ``max_size``."""
+    context = span.context
+    parent = span.parent
+    status = span.status
+    start = span.start_time or 0
+    end = span.end_time or 0
+    attributes, bad_attributes = encode_attributes(span.attributes)
+    events = [_event(e) for e in span.events]
+    links = [_link(link) for link in span.links]
+    events_text, events = _encode_list(events, "events") if events else (b"[]", events)
+    links_text, links = _encode_list(links, "links") if links else (b"[]", links)
+    texts = [
+        encode_plain(span.name or ""),
+        encode_plain(status.description or ""),
+        encode_plain(context.trace_state.to_header() if context.trace_state else ""),
+        attributes,
+        events_text,
+        links_text,
+        encode_scope(span.instrumentation_scope),
+    ]
+    dropped = [span.dropped_attributes + bad_attributes, span.dropped_events, span.dropped_links]
+    truncated = 0
+    if SPAN.size(texts) > max_size:
+        truncated = _fit(texts, dropped, span.attributes, events, links, max_size)
+    fixed = (
+        start,
+        end,
+        max(end - start, 0),
+        resource_id,
+        format(context.trace_id, "032x").encode(),
+        format(context.span_id, "016x").encode(),
+        format(parent.span_id, "016x").encode() if parent else NO_PARENT,
+        *dropped,
+        span.kind.value,
+        status.status_code.value,
+        int(context.trace_flags),
+        (1 if parent else 0) | (2 if parent is not None and parent.is_remote else 0),
+        truncated,
+    )
+    return SPAN.pack(fixed, texts), bool(truncated)
+
+
+# Indexes of the SPAN texts.
+_NAME, _DESCRIPTION, _TRACE_STATE, _ATTRIBUTES, _EVENTS, _LINKS, _SCOPE = range(7)
+
+
+def _fit(
+    texts: list[bytes],
+    dropped: list[int],
+    attributes: Mapping[str, Any] | None,
+    events: list[dict[str, Any]],
+    links: list[dict[str, Any]],
+    max_size: int,
+) -> int:
+    """Cut parts of a span until it fits; update texts and dropped counts in place."""
+    truncated = 0
+
+    def over() -> int:
+        return SPAN.size(texts) - max_size
+
+    def shrink(items: list[Any], slot: int, count: int, flag: int, encode: Callable) -> None:
+        nonlocal truncated
+        while over() > 0 and items:
+            items.pop()
+            dropped[count] += 1
+            truncated |= flag
+            texts[slot] = encode(items)
+
+    shrink(list(events), _EVENTS, 1, TRUNCATED_EVENTS, lambda e: anyvalue.encode(e).encode())
+    shrink(list(links), _LINKS, 2, TRUNCATED_LINKS, lambda e: anyvalue.encode(e).encode())
+    if over() > 0 and attributes:
+        kept = dict(anyvalue.decode(texts[_ATTRIBUTES].decode()))
+        by_size = sorted(kept, key=lambda k: len(anyvalue.encode({k: kept[k]})))
+        while over() > 0 and by_size:
+            del kept[by_size.pop()]
+            dropped[0] += 1
+            truncated |= TRUNCATED_ATTRIBUTES
+            texts[_ATTRIBUTES] = anyvalue.encode(kept).encode()
+    for slot in (_NAME, _DESCRIPTION, _TRACE_STATE, _SCOPE):
+        if over() > 0:
+            texts[slot] = cut_text(texts[slot], len(texts[slot]) - over())
+            truncated |= TRUNCATED_TEXT
+    return truncated
+
+
+def cut_text(text: bytes, size: int) -> bytes:
+    """``text`` cut to at most ``size`` bytes, ending with the marker, as valid UTF-8 that a
+    reader decodes as plain text (an encoded form is replaced by its readable prefix)."""
+    mark = TRUNCATION_MARK.encode()
+    keep = max(size - len(mark), 0)
+    readable = text.decode("utf-8")
+    if readable.startswith(('"', "{")):  # a JSON form: keep a plain, printable prefix
+        readable = "".join(c if c.isprintable() else "?" for c in readable.lstrip('"{'))
+    cut = readable.encode()[:keep].decode("utf-8", "ignore")
+    return cut.encode() + mark
