@@ -1,0 +1,28 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""OpenTelemetry span and log exporters that write Linux user_events tracepoints.
+
+Drop-in: ``OTEL_TRACES_EXPORTER=user_events`` and ``OTEL_LOGS_EXPORTER=user_events``.
+In code, prefer the processors, which check the enable bit before anything else::
+
+    provider.add_span_processor(UserEventsSpanProcessor(UserEventsSpanExporter()))
+"""
+
+from opentelemetry_exporter_userevents.log_exporter import UserEventsLogExporter
+from opentelemetry_exporter_userevents.processors import (
+    UserEventsLogRecordProcessor,
+    UserEventsSpanProcessor,
+)
+from opentelemetry_exporter_userevents.span_exporter import UserEventsSpanExporter
+from opentelemetry_exporter_userevents.version import __version__
+from opentelemetry_exporter_userevents.writer import ExportStats
+
+__all__ = [
+    "ExportStats",
+    "UserEventsLogExporter",
+    "UserEventsLogRecordProcessor",
+    "UserEventsSpanExporter",
+    "UserEventsSpanProcessor",
+    "__version__",
+]

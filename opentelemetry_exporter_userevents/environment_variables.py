@@ -1,0 +1,24 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""Environment variables of the user_events exporters.
+
+Registered in the ``opentelemetry_environment_variables`` entry-point group, so
+``opentelemetry-instrument`` offers each as a flag (``--exporter_user_events_prefix``).
+A constructor argument wins over the variable, which wins over the default.
+"""
+
+OTEL_EXPORTER_USER_EVENTS_PREFIX = "OTEL_EXPORTER_USER_EVENTS_PREFIX"
+"""Tracepoint name prefix (default ``otel``: ``otel_span``, ``otel_log_info``, ...); give
+each service its own to keep their tracepoints apart."""
+
+OTEL_EXPORTER_USER_EVENTS_MAX_RECORD_SIZE = "OTEL_EXPORTER_USER_EVENTS_MAX_RECORD_SIZE"
+"""Largest record payload in bytes (default 4064, what ftrace keeps with 4 KiB sub-buffers;
+at most 8184, perf's limit). Larger spans and logs are cut to fit, with markers."""
+
+OTEL_EXPORTER_USER_EVENTS_RESOURCE_INTERVAL = "OTEL_EXPORTER_USER_EVENTS_RESOURCE_INTERVAL"
+"""Milliseconds between repeats of the resource record while it is listened to
+(default 10000)."""
+
+OTEL_EXPORTER_USER_EVENTS_TRACEFS = "OTEL_EXPORTER_USER_EVENTS_TRACEFS"
+"""tracefs mount point, when it is not found from /proc/mounts."""

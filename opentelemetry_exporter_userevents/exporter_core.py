@@ -1,0 +1,53 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""What the span and log exporters share: settings, registrations, resource
+announcements, counts, and an idempotent shutdown."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from opentelemetry_exporter_userevents.config import ExporterConfig
+from opentelemetry_exporter_userevents.resource import ResourceAnnouncer
+from opentelemetry_exporter_userevents.schema import RESOURCE
+from opentelemetry_exporter_userevents.writer import EventWriter, ExportStats
+
+_logger = logging.getLogger(__name__)
+
+
+class ExporterCore:
+    """Registers ``commands`` (name -> command, for the configured prefix) and the resource
+    tracepoint; a subclass writes its records through ``self._writer``."""
+
+    def __init__(self, commands: dict[str, str], config: ExporterConfig) -> None:
+        self.config = config
+        commands = {**commands, "resource": RESOURCE.command(f"{config.prefix}_resource")}
+        self._writer = EventWriter(config.tracefs, commands)
+        self._resources = ResourceAnnouncer(
+            self._writer, self._writer.registrations["resource"], config.resource_interval_millis
+        )
+        self._shutdown = False
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def settings(**arguments: Any) -> ExporterConfig:
+        return ExporterConfig.from_arguments(**arguments)
+
+    @property
+    def stats(self) -> ExportStats:
+        """Counts of records written, skipped while nobody listened, dropped and truncated."""
+        return self._writer.stats
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True  # every export is written before it returns
+
+    def _shut_down(self) -> None:
+        with self._lock:
+            if self._shutdown:
+                _logger.warning("%s already shut down", type(self).__name__)
+                return
+            self._shutdown = True
+        self._writer.close()

@@ -1,0 +1,81 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""Processors that check the enable bit before anything is queued or encoded.
+
+Use them when you build the provider in code or in a declarative config file: a span or
+log that nobody listens to then costs one memory read, and one that is listened to is
+written synchronously on the thread that ended it (one ``writev``, no queue, no thread).
+The ``OTEL_TRACES_EXPORTER=user_events`` path wraps the exporter in the SDK's batch
+processor instead: the check then runs in ``export``, after queueing, before encoding.
+"""
+
+from __future__ import annotations
+
+from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, detach, set_value
+from opentelemetry.sdk._logs import LogRecordProcessor, ReadableLogRecord, ReadWriteLogRecord
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+
+from opentelemetry_exporter_userevents.log_exporter import UserEventsLogExporter
+from opentelemetry_exporter_userevents.span_exporter import UserEventsSpanExporter
+
+
+def _export_now(exporter: UserEventsSpanExporter | UserEventsLogExporter, item: object) -> None:
+    """Export one item on this thread, with instrumentation suppressed (as the SDK's
+    simple processors do, so that the export itself is not traced)."""
+    token = attach(set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))
+    try:
+        exporter.export((item,))  # type: ignore[arg-type]
+    finally:
+        detach(token)
+
+
+class UserEventsSpanProcessor(SpanProcessor):
+    """Exports each ended, sampled span at once, but only while a tracer listens."""
+
+    def __init__(self, exporter: UserEventsSpanExporter | None = None) -> None:
+        self.exporter = exporter if exporter is not None else UserEventsSpanExporter()
+        registration = self.exporter.registration
+        self._words = (
+            registration.enable_words if registration else memoryview(b"\0\0\0\0").cast("I")
+        )
+        self._index = registration.enable_index if registration else 0
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if not self._words[self._index]:
+            return
+        if not span.context.trace_flags.sampled:
+            return
+        _export_now(self.exporter, span)
+
+    def shutdown(self) -> None:
+        self.exporter.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+class UserEventsLogRecordProcessor(LogRecordProcessor):
+    """Exports each log record at once, but only while its severity class is listened to."""
+
+    def __init__(self, exporter: UserEventsLogExporter | None = None) -> None:
+        self.exporter = exporter if exporter is not None else UserEventsLogExporter()
+
+    def on_emit(self, log_record: ReadWriteLogRecord) -> None:
+        number = log_record.log_record.severity_number
+        if not self.exporter.enabled_for(number.value if number is not None else 0):
+            return
+        readable = ReadableLogRecord(
+            log_record=log_record.log_record,
+            resource=log_record.resource if log_record.resource is not None else Resource({}),
+            instrumentation_scope=log_record.instrumentation_scope,
+            limits=log_record.limits,
+        )
+        _export_now(self.exporter, readable)
+
+    def shutdown(self) -> None:
+        self.exporter.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True

@@ -1,0 +1,81 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""UserEventsSpanExporter: spans as ``user_events_multi/<prefix>_span.<id>`` records."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from opentelemetry_exporter_userevents.exporter_core import ExporterCore
+from opentelemetry_exporter_userevents.schema import SPAN
+from opentelemetry_exporter_userevents.spans import encode_span
+
+_logger = logging.getLogger(__name__)
+
+
+class UserEventsSpanExporter(ExporterCore, SpanExporter):
+    """Writes each span as one user_events record, only while a tracer listens.
+
+    Constructible with no arguments (settings from ``OTEL_EXPORTER_USER_EVENTS_*``) or
+    with keyword arguments (declarative configuration passes its YAML keys). Without
+    user_events it logs one warning and exports nothing. ``export`` never raises.
+    """
+
+    def __init__(
+        self,
+        *,
+        prefix: str | None = None,
+        max_record_size: int | None = None,
+        resource_interval_millis: int | None = None,
+        tracefs: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        config = self.settings(
+            prefix=prefix,
+            max_record_size=max_record_size,
+            resource_interval_millis=resource_interval_millis,
+            tracefs=tracefs,
+            **kwargs,
+        )
+        super().__init__({"span": SPAN.command(f"{config.prefix}_span")}, config)
+        self.registration = self._writer.registrations["span"]
+
+    @property
+    def enabled(self) -> bool:
+        """True while a tracer listens to the span tracepoint (one memory read)."""
+        registration = self.registration
+        return (
+            registration is not None and registration.enable_words[registration.enable_index] != 0
+        )
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        registration = self.registration
+        if self._shutdown:
+            return SpanExportResult.FAILURE
+        if registration is None:  # user_events unavailable: a no-op, warned about once
+            return SpanExportResult.SUCCESS
+        if not registration.enable_words[registration.enable_index]:
+            self._writer.count("not_listened", len(spans))
+            return SpanExportResult.SUCCESS
+        max_size = self.config.max_record_size
+        for span in spans:
+            try:
+                resource_id = self._resources.announce(span.resource)
+                payload, truncated = encode_span(span, resource_id, max_size)
+            except Exception:  # noqa: BLE001 - never into the application
+                self._writer.count("dropped_invalid")
+                _logger.exception("user_events: could not encode span %r; dropped", span.name)
+                continue
+            if truncated:
+                self._writer.count("truncated")
+            self._writer.write(registration, payload)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        self._shut_down()
