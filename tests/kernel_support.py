@@ -66,11 +66,15 @@ PERF_FLAG_FD_CLOEXEC = 8
 
 
 class PerfTracepoint:
-    """A perf_event_open attach to one tracepoint for this task, with its mmap ring."""
+    """A perf_event_open attach to one tracepoint, with an mmap ring per CPU.
 
-    PAGES = 1 + 2
+    By default it records every task on every CPU (root only); ``this_task=True`` records
+    only the calling thread, as the kernel selftest does.
+    """
 
-    def __init__(self, tracepoint_id: int) -> None:
+    PAGES = 1 + 8
+
+    def __init__(self, tracepoint_id: int, this_task: bool = False) -> None:
         attr = bytearray(136)
         sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_RAW
         struct.pack_into(
@@ -79,30 +83,44 @@ class PerfTracepoint:
         struct.pack_into("<I", attr, 48, 1)  # wakeup_events
         libc = ctypes.CDLL(None, use_errno=True)
         buffer = (ctypes.c_char * len(attr)).from_buffer(attr)
-        fd = libc.syscall(_SYS_PERF_EVENT_OPEN, buffer, 0, -1, -1, PERF_FLAG_FD_CLOEXEC)
-        if fd < 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"perf_event_open: {os.strerror(err)}")
-        self.fd = fd
-        self.ring = mmap.mmap(fd, self.PAGES * mmap.PAGESIZE, mmap.MAP_SHARED,
-                              mmap.PROT_READ | mmap.PROT_WRITE)  # fmt: skip
+        targets = [(0, -1)] if this_task else [(-1, cpu) for cpu in range(os.cpu_count() or 1)]
+        self.fds: list[int] = []
+        self.rings: list[mmap.mmap] = []
+        try:
+            for pid, cpu in targets:
+                fd = libc.syscall(_SYS_PERF_EVENT_OPEN, buffer, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC)
+                if fd < 0:
+                    err = ctypes.get_errno()
+                    raise OSError(err, f"perf_event_open: {os.strerror(err)}")
+                self.fds.append(fd)
+                self.rings.append(mmap.mmap(fd, self.PAGES * mmap.PAGESIZE, mmap.MAP_SHARED,
+                                            mmap.PROT_READ | mmap.PROT_WRITE))  # fmt: skip
+        except BaseException:
+            self.close()
+            raise
 
     def samples(self) -> list[bytes]:
-        """The raw data (a trace record) of every PERF_RECORD_SAMPLE so far."""
-        head, _, offset, size = struct.unpack_from("<QQQQ", self.ring, 1024)
-        data = self.ring[offset : offset + size]
-        position, found = 0, []
-        while position < head:
-            start = position % size
-            header = bytes(data[(start + i) % size] for i in range(8))
-            kind, _, length = struct.unpack("<IHH", header)
-            record = bytes(data[(start + i) % size] for i in range(length))
-            if kind == PERF_RECORD_SAMPLE:
-                (raw_size,) = struct.unpack_from("<I", record, 32)
-                found.append(record[36 : 36 + raw_size])
-            position += length
-        return found
+        """The raw data (a trace record) of every PERF_RECORD_SAMPLE so far, oldest first."""
+        found = []
+        for ring in self.rings:
+            head, _, offset, size = struct.unpack_from("<QQQQ", ring, 1024)
+            data = ring[offset : offset + size]
+            position = 0
+            while position < head:
+                start = position % size
+                header = bytes(data[(start + i) % size] for i in range(8))
+                kind, _, length = struct.unpack("<IHH", header)
+                record = bytes(data[(start + i) % size] for i in range(length))
+                if kind == PERF_RECORD_SAMPLE:
+                    (time_ns,) = struct.unpack_from("<Q", record, 16)
+                    (raw_size,) = struct.unpack_from("<I", record, 32)
+                    found.append((time_ns, record[36 : 36 + raw_size]))
+                position += length
+        return [raw for _, raw in sorted(found, key=lambda item: item[0])]
 
     def close(self) -> None:
-        self.ring.close()
-        os.close(self.fd)
+        for ring in self.rings:
+            ring.close()
+        for fd in self.fds:
+            os.close(fd)
+        self.rings, self.fds = [], []

@@ -57,7 +57,7 @@ def test_perf_attach_sets_the_bit_and_carries_the_record(data, event_name, trace
     tracepoint_id = tracefs.event_id(registration.system, registration.tracepoint)
     fmt = tracefs.read_format(registration.system, registration.tracepoint)
 
-    perf = PerfTracepoint(tracepoint_id)
+    perf = PerfTracepoint(tracepoint_id, this_task=True)
     try:
         assert registration.enabled is True
         registration.write(struct.pack("<IQ", 0xC001, 0xC01A))
@@ -75,7 +75,9 @@ def test_perf_attach_sets_the_bit_and_carries_the_record(data, event_name, trace
 
 def test_perf_records_a_field_less_event(data, event_name, tracefs):
     registration = data.register(event_name)
-    perf = PerfTracepoint(tracefs.event_id(registration.system, registration.tracepoint))
+    perf = PerfTracepoint(
+        tracefs.event_id(registration.system, registration.tracepoint), this_task=True
+    )
     try:
         assert registration.write() == 4
         samples = perf.samples()
