@@ -187,7 +187,6 @@ while read -r opt; do grep -qx "$opt" "$B/.config" || log "warning: $opt did not
 
 mkdir -p "$(dirname "$OUT")"
 cp "$B/arch/x86/boot/bzImage" "$OUT"; cp "$B/.config" "$(dirname "$OUT")/full.config"
-OUT=$(cd "$(dirname "$OUT")" && pwd)/$(basename "$OUT")
 echo "Built $(grep -m1 '^# Linux' "$B/.config" | sed 's/^# //; s/ Kernel Configuration//'): $OUT"
 echo "  config: $(dirname "$OUT")/full.config"
 echo "Use it with: USER_EVENTS_KERNEL=$OUT python -m pytest"
