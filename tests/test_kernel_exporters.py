@@ -295,14 +295,33 @@ _logs.get_logger_provider().shutdown()
 """
 
 
-def test_entry_point_configuration_end_to_end(prefix, data, tracefs, attach):
-    """OTEL_TRACES_EXPORTER=user_events through the SDK's own configurator."""
+CONFIG_FILE = """
+file_format: "1.0"
+tracer_provider:
+  processors:
+    - simple: {exporter: {user_events: {prefix: PREFIX, resource_interval_millis: 5000}}}
+logger_provider:
+  processors:
+    - simple: {exporter: {user_events: {prefix: PREFIX}}}
+"""
+
+
+@pytest.mark.parametrize("path", ["environment", "config_file"])
+def test_entry_point_configuration_end_to_end(prefix, data, tracefs, attach, tmp_path, path):
+    """OTEL_TRACES_EXPORTER=user_events, or a declarative config file naming user_events with
+    YAML keys, through the SDK's own configurator."""
     listened_span = data.register(SPAN.command(f"{prefix}_span"))
     listened_log = data.register(LOG.command(f"{prefix}_log_error"))
     attach(listened_span)
     attach(listened_log)
-    env = dict(os.environ, OTEL_TRACES_EXPORTER="user_events", OTEL_LOGS_EXPORTER="user_events",
-               OTEL_METRICS_EXPORTER="none", OTEL_EXPORTER_USER_EVENTS_PREFIX=prefix)  # fmt: skip
+    env = dict(os.environ, OTEL_METRICS_EXPORTER="none")
+    if path == "environment":
+        env.update(OTEL_TRACES_EXPORTER="user_events", OTEL_LOGS_EXPORTER="user_events",
+                   OTEL_EXPORTER_USER_EVENTS_PREFIX=prefix)  # fmt: skip
+    else:  # the prefix reaches the exporter only as a YAML key
+        config = tmp_path / "otel.yaml"
+        config.write_text(CONFIG_FILE.replace("PREFIX", prefix))
+        env["OTEL_CONFIG_FILE"] = str(config)
 
     subprocess.run([sys.executable, "-c", ENTRY_POINT_APP], env=env, check=True, timeout=120)
 
