@@ -48,9 +48,13 @@ class ResourceAnnouncer:
 
     def resource_id(self, resource: Resource) -> int:
         """The id of ``resource`` (computed once per Resource object)."""
+        return self._entry(resource)[0]
+
+    def _entry(self, resource: Resource) -> tuple[int, bytes]:
+        """(id, resource record payload) of ``resource``, cached per Resource object."""
         known = self._known.get(id(resource))
         if known is not None and known[0] is resource:
-            return known[1]
+            return known[1], known[2]
         attributes = anyvalue.encode(dict(resource.attributes)).encode()
         schema_url = encode_plain(resource.schema_url or "")
         rid = resource_id(attributes, schema_url)
@@ -59,11 +63,11 @@ class ResourceAnnouncer:
             if len(self._known) > 64:  # resources are few; never let this grow unbounded
                 self._known.clear()
             self._known[id(resource)] = (resource, rid, payload)
-        return rid
+        return rid, payload
 
     def announce(self, resource: Resource) -> int:
         """Write ``resource``'s record if due; return its id."""
-        rid = self.resource_id(resource)
+        rid, payload = self._entry(resource)
         registration = self._registration
         if registration is None:
             return rid
@@ -81,5 +85,5 @@ class ResourceAnnouncer:
             if due:
                 self._last_written[rid] = now
         if due:
-            self._writer.write(registration, self._known[id(resource)][2])
+            self._writer.write(registration, payload)
         return rid
