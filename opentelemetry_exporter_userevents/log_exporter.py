@@ -68,7 +68,9 @@ class UserEventsLogExporter(ExporterCore, LogRecordExporter):
         max_size = self.config.max_record_size
         for readable in batch:
             registration = self.registration_for(severity_number(readable))
-            if registration is None:
+            if registration is None:  # unavailable (a no-op, warned once) or not registered
+                if self._writer.available:
+                    self._writer.count("dropped_unregistered")
                 continue
             if not registration.enable_words[registration.enable_index]:
                 self._writer.count("not_listened")

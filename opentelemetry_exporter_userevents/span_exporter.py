@@ -58,7 +58,9 @@ class UserEventsSpanExporter(ExporterCore, SpanExporter):
         registration = self.registration
         if self._shutdown:
             return SpanExportResult.FAILURE
-        if registration is None:  # user_events unavailable: a no-op, warned about once
+        if registration is None:  # unavailable (a no-op, warned once) or not registered
+            if self._writer.available:
+                self._writer.count("dropped_unregistered", len(spans))
             return SpanExportResult.SUCCESS
         if not registration.enable_words[registration.enable_index]:
             self._writer.count("not_listened", len(spans))

@@ -33,6 +33,8 @@ class ExportStats:
     """Records dropped because the last tracer detached between the check and the write."""
     dropped_invalid: int = 0
     """Records dropped because a value could not be encoded (logged once per kind)."""
+    dropped_unregistered: int = 0
+    """Records for a tracepoint that could not be registered (logged at construction)."""
     dropped_write_error: int = 0
     """Records the kernel refused for another reason (logged)."""
     truncated: int = 0

@@ -67,3 +67,16 @@ def test_settings_from_arguments_then_environment_then_defaults(monkeypatch, cap
     messages = " ".join(r.getMessage() for r in caplog.records)
     assert "not a whole number" in messages and "unknown options ['extra']" in messages
     assert "not a C identifier" in messages and "outside 1024..8184" in messages
+
+
+def test_records_for_a_tracepoint_that_failed_to_register_are_counted(tmp_path, caplog):
+    (tmp_path / "user_events_data").write_bytes(b"")  # opens, but every ioctl fails
+    spans = UserEventsSpanExporter(tracefs=str(tmp_path))
+    logs = UserEventsLogExporter(tracefs=str(tmp_path))
+
+    assert spans.export(make_spans()).name == "SUCCESS"
+    assert logs.export(make_logs()).name == "SUCCESS"
+
+    assert spans.stats.dropped_unregistered == 2
+    assert logs.stats.dropped_unregistered == 25
+    assert any("cannot register" in r.getMessage() for r in caplog.records)
