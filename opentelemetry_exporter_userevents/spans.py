@@ -40,15 +40,20 @@ def encode_attributes(attributes: Mapping[str, Any] | None) -> tuple[bytes, int]
     try:
         return anyvalue.encode(attributes, "attributes").encode(), 0
     except anyvalue.UnsupportedValue:
-        kept = {}
-        for key, value in attributes.items():
-            try:
-                anyvalue.encode(value)
-                anyvalue.encode({key: 0})
-            except anyvalue.UnsupportedValue:
-                continue
-            kept[key] = value
+        kept = encodable(attributes)
         return anyvalue.encode(kept).encode(), len(attributes) - len(kept)
+
+
+def encodable(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """The attributes whose key and value the value encoding accepts."""
+    kept = {}
+    for key, value in attributes.items():
+        try:
+            anyvalue.encode({key: value})
+        except anyvalue.UnsupportedValue:
+            continue
+        kept[key] = value
+    return kept
 
 
 _scope_cache: dict[InstrumentationScope | None, bytes] = {}
@@ -104,10 +109,9 @@ def _encode_list(items: list[dict[str, Any]], path: str) -> tuple[bytes, list[di
     except anyvalue.UnsupportedValue:
         cleaned = []
         for item in items:
-            attributes = item["attributes"]
-            text, dropped = encode_attributes(attributes)
-            kept = anyvalue.decode(text.decode())
-            cleaned.append({**item, "attributes": kept, "dropped": item["dropped"] + dropped})
+            kept = encodable(item["attributes"])
+            dropped = item["dropped"] + len(item["attributes"]) - len(kept)
+            cleaned.append({**item, "attributes": kept, "dropped": dropped})
         return anyvalue.encode(cleaned, path).encode(), cleaned
 
 

@@ -183,3 +183,18 @@ def test_schema_document_lists_every_field():
         assert s.command() in document
         for field in s.fields:
             assert f"| `{field.name}` | `{field.type}` | {field.doc} |" in document
+
+
+def test_unencodable_event_attribute_is_dropped_and_counted_on_the_event():
+    span = make_spans()[0]
+    event = span.events[0]
+    original = dict(event.attributes)
+    event._attributes = dict(original, bad=object())
+
+    payload, _ = encode_span(span, 1, 4064)
+    values = SPAN.unpack(record(payload), format_of(SPAN, "otel_span.0"))
+
+    (decoded,) = anyvalue.decode(values["events"])
+    assert "bad" not in decoded["attributes"]
+    assert decoded["attributes"] == original
+    assert decoded["dropped"] == event.dropped_attributes + 1
