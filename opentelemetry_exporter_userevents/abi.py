@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 from cffi import FFI
 
+from opentelemetry_exporter_userevents import forksafe
+
 try:
     import fcntl
 except ImportError:  # not POSIX: UserEventsData reports itself unavailable
@@ -170,6 +172,7 @@ class _EnableWords:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        forksafe.register(self)
         self._blocks: list[tuple[object, memoryview, int]] = []
         self._free: list[tuple[int, int]] = []
 
@@ -371,6 +374,7 @@ class UserEventsData:
         self.multi_format: bool | None = None
         """Whether the kernel accepts USER_EVENT_REG_MULTI_FORMAT; None until first tried."""
         self._lock = threading.Lock()
+        forksafe.register(self)
         self._registrations: dict[int, Registration] = {}
         self.tracefs, self.fd, self.reason = _open_data(tracefs)
 
@@ -446,7 +450,10 @@ class UserEventsData:
         if fd >= 0:
             if self.reason is None:
                 self.reason = "closed"
-            os.close(fd)
+            try:
+                os.close(fd)
+            except OSError:  # other code closed it already: nothing is left to close
+                pass
 
     def __enter__(self) -> UserEventsData:
         return self

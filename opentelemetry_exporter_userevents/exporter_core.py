@@ -10,6 +10,7 @@ import logging
 import threading
 from typing import Any
 
+from opentelemetry_exporter_userevents import anyvalue, forksafe
 from opentelemetry_exporter_userevents.config import ExporterConfig
 from opentelemetry_exporter_userevents.resource import ResourceAnnouncer
 from opentelemetry_exporter_userevents.schema import RESOURCE
@@ -31,6 +32,7 @@ class ExporterCore:
         )
         self._shutdown = False
         self._lock = threading.Lock()
+        forksafe.register(self)
 
     @staticmethod
     def settings(**arguments: Any) -> ExporterConfig:
@@ -43,6 +45,18 @@ class ExporterCore:
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True  # every export is written before it returns
+
+    def _drop_invalid(self, what: str, exc: Exception) -> None:
+        """Count a record that could not be encoded, and say why (once per kind of error)."""
+        self._writer.count("dropped_invalid")
+        self._writer.report(
+            ("invalid", type(exc)),
+            "user_events: %s dropped (counted in dropped_invalid): %s: %.200s",
+            what,
+            type(exc).__name__,
+            exc,
+            exc_info=not isinstance(exc, anyvalue.UnsupportedValue),
+        )
 
     def _shut_down(self) -> None:
         with self._lock:

@@ -6,20 +6,16 @@ severity class, so a listener of error and fatal costs nothing for info logs."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import Any
 
 from opentelemetry.sdk._logs import ReadableLogRecord
 from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
 
-from opentelemetry_exporter_userevents import anyvalue
 from opentelemetry_exporter_userevents.abi import Registration
 from opentelemetry_exporter_userevents.exporter_core import ExporterCore
 from opentelemetry_exporter_userevents.logs import encode_log, severity_number
 from opentelemetry_exporter_userevents.schema import LOG, SEVERITY_CLASSES, severity_class
-
-_logger = logging.getLogger(__name__)
 
 
 class UserEventsLogExporter(ExporterCore, LogRecordExporter):
@@ -78,13 +74,8 @@ class UserEventsLogExporter(ExporterCore, LogRecordExporter):
             try:
                 resource_id = self._resources.announce(readable.resource)
                 payload, truncated = encode_log(readable, resource_id, max_size)
-            except anyvalue.UnsupportedValue as exc:
-                self._writer.count("dropped_invalid")
-                _logger.warning("user_events: log record dropped: %s", exc)
-                continue
-            except Exception:  # noqa: BLE001 - never into the application
-                self._writer.count("dropped_invalid")
-                _logger.exception("user_events: could not encode a log record; dropped")
+            except Exception as exc:  # noqa: BLE001 - never into the application
+                self._drop_invalid("a log record", exc)
                 continue
             if truncated:
                 self._writer.count("truncated")

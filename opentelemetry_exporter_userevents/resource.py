@@ -21,7 +21,7 @@ import time
 
 from opentelemetry.sdk.resources import Resource
 
-from opentelemetry_exporter_userevents import anyvalue
+from opentelemetry_exporter_userevents import anyvalue, forksafe
 from opentelemetry_exporter_userevents.abi import Registration
 from opentelemetry_exporter_userevents.schema import RESOURCE, encode_plain
 from opentelemetry_exporter_userevents.writer import EventWriter
@@ -42,6 +42,7 @@ class ResourceAnnouncer:
         self._interval_ms = interval_ms
         self._interval_s = interval_ms / 1000
         self._lock = threading.Lock()
+        forksafe.register(self)
         self._known: dict[int, tuple[Resource, int, bytes]] = {}  # id(resource) -> ...
         self._last_written: dict[int, float] = {}  # resource_id -> monotonic time
         self._was_enabled = False

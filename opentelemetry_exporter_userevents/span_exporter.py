@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,8 +14,6 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry_exporter_userevents.exporter_core import ExporterCore
 from opentelemetry_exporter_userevents.schema import SPAN
 from opentelemetry_exporter_userevents.spans import encode_span
-
-_logger = logging.getLogger(__name__)
 
 
 class UserEventsSpanExporter(ExporterCore, SpanExporter):
@@ -70,9 +67,8 @@ class UserEventsSpanExporter(ExporterCore, SpanExporter):
             try:
                 resource_id = self._resources.announce(span.resource)
                 payload, truncated = encode_span(span, resource_id, max_size)
-            except Exception:  # noqa: BLE001 - never into the application
-                self._writer.count("dropped_invalid")
-                _logger.exception("user_events: could not encode span %r; dropped", span.name)
+            except Exception as exc:  # noqa: BLE001 - never into the application
+                self._drop_invalid("a span", exc)
                 continue
             if truncated:
                 self._writer.count("truncated")

@@ -11,6 +11,7 @@ import os
 import threading
 from dataclasses import dataclass, fields
 
+from opentelemetry_exporter_userevents import forksafe
 from opentelemetry_exporter_userevents.abi import (
     Registration,
     UserEventsData,
@@ -23,7 +24,12 @@ _warned_unavailable = False
 
 @dataclass
 class ExportStats:
-    """Counts of what an exporter did with the records handed to it."""
+    """Counts of what an exporter did with the records handed to it.
+
+    Thread-safe: every count changes under one lock, and :meth:`snapshot` reads all of them
+    under it. Each record handed to an exporter adds 1 to exactly one of ``written``,
+    ``not_listened`` and the ``dropped_*`` counts; ``truncated`` counts written records.
+    """
 
     written: int = 0
     """Records the kernel accepted."""
@@ -36,12 +42,28 @@ class ExportStats:
     dropped_unregistered: int = 0
     """Records for a tracepoint that could not be registered (logged at construction)."""
     dropped_write_error: int = 0
-    """Records the kernel refused for another reason (logged)."""
+    """Records the kernel refused for another reason (logged once per errno)."""
     truncated: int = 0
     """Records written with parts cut to fit the size limit (marked in the record)."""
 
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        forksafe.register(self)
+
+    def add(self, name: str, amount: int = 1) -> None:
+        with self._lock:
+            setattr(self, name, getattr(self, name) + amount)
+
     def snapshot(self) -> dict[str, int]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """Every count, read at one instant."""
+        with self._lock:
+            return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @property
+    def dropped(self) -> int:
+        """All dropped records, whatever the reason."""
+        counts = self.snapshot()
+        return sum(value for name, value in counts.items() if name.startswith("dropped_"))
 
 
 class EventWriter:
@@ -53,7 +75,7 @@ class EventWriter:
 
     def __init__(self, tracefs: str | None, commands: dict[str, str]) -> None:
         self.stats = ExportStats()
-        self._lock = threading.Lock()
+        self._reported: set[object] = set()
         self._data = UserEventsData(tracefs)
         self.registrations: dict[str, Registration | None] = dict.fromkeys(commands)
         if not self._data.available:
@@ -70,31 +92,53 @@ class EventWriter:
         return self._data.available
 
     def write(self, registration: Registration, payload: bytes) -> bool:
-        """Write one record; count it written or dropped (never raises)."""
+        """Write one record; count it written or dropped (never raises an OSError)."""
         try:
             os.writev(self._data.fd, (registration.index_bytes, payload))
         except OSError as exc:
-            with self._lock:
-                if exc.errno == errno.EBADF and self._data.available:
-                    self.stats.dropped_detached += 1
-                else:
-                    self.stats.dropped_write_error += 1
-            if exc.errno != errno.EBADF:
-                _logger.warning(
-                    "user_events: %s",
-                    UserEventsError("write", exc.errno or 0, registration.command),
-                )
+            self._count_failure(registration, exc.errno or errno.EIO)
             return False
-        with self._lock:
-            self.stats.written += 1
+        stats = self.stats
+        with stats._lock:
+            stats.written += 1
         return True
 
+    def _count_failure(self, registration: Registration, err: int) -> None:
+        if err == errno.EBADF and self._data.available and not _closed(self._data.fd):
+            self.stats.add("dropped_detached")  # expected: a listener detached
+            return
+        self.stats.add("dropped_write_error")
+        if err == errno.EBADF:
+            self.report(
+                ("closed", err),
+                "user_events: the user_events_data file descriptor was closed by other code; "
+                "records are dropped and counted in dropped_write_error",
+            )
+        else:
+            self.report(err, "user_events: %s", UserEventsError("write", err, registration.command))
+
     def count(self, name: str, amount: int = 1) -> None:
-        with self._lock:
-            setattr(self.stats, name, getattr(self.stats, name) + amount)
+        self.stats.add(name, amount)
+
+    def report(self, key: object, message: str, *args: object, exc_info: bool = False) -> None:
+        """Log a problem at WARNING the first time ``key`` is seen, at DEBUG afterwards, so a
+        persistent fault cannot flood the application's log (the stats count every one)."""
+        first = key not in self._reported
+        if first:
+            self._reported.add(key)
+        _logger.log(logging.WARNING if first else logging.DEBUG, message, *args, exc_info=exc_info)
 
     def close(self) -> None:
         self._data.close()
+
+
+def _closed(fd: int) -> bool:
+    """True if ``fd`` is no longer open (someone closed it under us)."""
+    try:
+        os.fstat(fd)
+    except OSError as exc:
+        return exc.errno == errno.EBADF
+    return False
 
 
 def _warn_unavailable(reason: str) -> None:
