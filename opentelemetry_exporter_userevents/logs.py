@@ -21,7 +21,12 @@ from opentelemetry_exporter_userevents.schema import (
     TRUNCATED_TEXT,
     encode_plain,
 )
-from opentelemetry_exporter_userevents.spans import cut_text, encode_attributes, encode_scope
+from opentelemetry_exporter_userevents.spans import (
+    cut_text,
+    drop_largest,
+    encode_attributes,
+    encode_scope,
+)
 
 FLAG_SEVERITY_TEXT = 1
 FLAG_EVENT_NAME = 2
@@ -77,19 +82,22 @@ def _fit(texts: list[bytes], dropped: int, max_size: int) -> tuple[int, int]:
     def over() -> int:
         return LOG.size(texts) - max_size
 
-    kept = anyvalue.decode(texts[_ATTRIBUTES].decode())
-    by_size = sorted(kept, key=lambda k: len(anyvalue.encode({k: kept[k]})))
-    while over() > 0 and by_size:
-        del kept[by_size.pop()]
-        dropped += 1
-        truncated |= TRUNCATED_ATTRIBUTES
-        texts[_ATTRIBUTES] = anyvalue.encode(kept).encode()
+    if texts[_ATTRIBUTES] != b"{}":
+        texts[_ATTRIBUTES], left_out = drop_largest(texts[_ATTRIBUTES], over())
+        dropped += left_out
+        truncated |= TRUNCATED_ATTRIBUTES if left_out else 0
+    for slot in (_SEVERITY_TEXT, _EVENT_NAME, _SCOPE):  # a huge one must not take the body's room
+        if over() > 0 and len(texts[slot]) > max_size // 8:
+            texts[slot] = cut_text(texts[slot], max_size // 8)
+            truncated |= TRUNCATED_TEXT
     if over() > 0:  # the body becomes a readable string prefix ending with the marker
         body = texts[_BODY]
-        target = len(body) - over()
-        while over() > 0 and target > 0:  # escapes may grow the re-encoded prefix
+        target = max(len(body) - over(), 0)
+        while True:  # escapes may grow the re-encoded prefix
             texts[_BODY] = anyvalue.encode(cut_text(body, target).decode()).encode()
-            target -= max(over(), 1)
+            if over() <= 0 or target == 0:
+                break
+            target = max(target - max(over(), 1), 0)
         truncated |= TRUNCATED_TEXT
     for slot in (_SEVERITY_TEXT, _EVENT_NAME, _SCOPE):
         if over() > 0:

@@ -119,7 +119,13 @@ def encode_plain(text: str) -> bytes:
     """A plain-text field: the UTF-8 text itself, readable in ``trace``, when that is
     lossless; otherwise (a NUL, a surrogate, a control character, or a leading ``"`` or
     ``{``) the JSON value encoding of the string, which starts with ``"`` or ``{``."""
-    if text.isprintable() and not text.startswith(('"', "{")):
+    try:
+        readable = text.isprintable() and not text.startswith(('"', "{"))
+    except AttributeError:
+        raise anyvalue.UnsupportedValue(
+            f"a name or other plain-text field must be a str, not {type(text).__qualname__}"
+        ) from None
+    if readable:
         return text.encode("utf-8")
     return anyvalue.encode(text).encode("utf-8")
 

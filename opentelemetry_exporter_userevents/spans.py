@@ -13,7 +13,7 @@ with a marker; the ``truncated`` bits say which.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
@@ -176,29 +176,62 @@ def _fit(
     def over() -> int:
         return SPAN.size(texts) - max_size
 
-    def shrink(items: list[Any], slot: int, count: int, flag: int, encode: Callable) -> None:
+    def shrink(items: list[Any], slot: int, count: int, flag: int) -> None:
         nonlocal truncated
-        while over() > 0 and items:
-            items.pop()
-            dropped[count] += 1
+        if over() > 0 and items:
+            texts[slot], left_out = drop_last(items, over())
+            dropped[count] += left_out
             truncated |= flag
-            texts[slot] = encode(items)
 
-    shrink(list(events), _EVENTS, 1, TRUNCATED_EVENTS, lambda e: anyvalue.encode(e).encode())
-    shrink(list(links), _LINKS, 2, TRUNCATED_LINKS, lambda e: anyvalue.encode(e).encode())
+    shrink(events, _EVENTS, 1, TRUNCATED_EVENTS)
+    shrink(links, _LINKS, 2, TRUNCATED_LINKS)
     if over() > 0 and attributes:
-        kept = dict(anyvalue.decode(texts[_ATTRIBUTES].decode()))
-        by_size = sorted(kept, key=lambda k: len(anyvalue.encode({k: kept[k]})))
-        while over() > 0 and by_size:
-            del kept[by_size.pop()]
-            dropped[0] += 1
-            truncated |= TRUNCATED_ATTRIBUTES
-            texts[_ATTRIBUTES] = anyvalue.encode(kept).encode()
+        texts[_ATTRIBUTES], left_out = drop_largest(texts[_ATTRIBUTES], over())
+        dropped[0] += left_out
+        truncated |= TRUNCATED_ATTRIBUTES if left_out else 0
     for slot in (_NAME, _DESCRIPTION, _TRACE_STATE, _SCOPE):
         if over() > 0:
             texts[slot] = cut_text(texts[slot], len(texts[slot]) - over())
             truncated |= TRUNCATED_TEXT
     return truncated
+
+
+def drop_last(items: list[Any], over: int) -> tuple[bytes, int]:
+    """The JSON list of ``items`` with items left out from the end until it is ``over``
+    bytes shorter (or empty), and how many were left out. Each item is encoded once: a list's
+    text is its items' texts joined by commas, so the cost stays linear in the items."""
+    parts = [anyvalue.encode(item).encode() for item in items]
+    kept = len(parts)
+    while over > 0 and kept:
+        kept -= 1
+        over -= len(parts[kept]) + (1 if kept else 0)  # the item and the comma before it
+    return b"[" + b",".join(parts[:kept]) + b"]", len(parts) - kept
+
+
+def drop_largest(text: bytes, over: int) -> tuple[bytes, int]:
+    """The attributes ``text`` (a JSON object) with the largest attributes left out until it
+    is ``over`` bytes shorter (or empty), and how many were left out. Linear in the number of
+    attributes: each is measured once, and the result is encoded once (a few more times only
+    for the ``~m`` form, whose size is not the sum of its attributes')."""
+    kept = anyvalue.decode(text.decode())
+    size = {key: len(anyvalue.encode({key: value})) - 1 for key, value in kept.items()}
+    by_size = sorted(kept, key=size.__getitem__)
+    left_out = 0
+    estimate = over
+    while estimate > 0 and by_size:
+        key = by_size.pop()
+        estimate -= size[key]  # '"key":value' and one comma
+        del kept[key]
+        left_out += 1
+    result = anyvalue.encode(kept).encode()
+    batch = 1
+    while len(text) - len(result) < over and by_size:  # the ~m form: drop more, in doublings
+        for _ in range(min(batch, len(by_size))):
+            del kept[by_size.pop()]
+            left_out += 1
+        batch *= 2
+        result = anyvalue.encode(kept).encode()
+    return result, left_out
 
 
 def cut_text(text: bytes, size: int) -> bytes:
@@ -208,6 +241,7 @@ def cut_text(text: bytes, size: int) -> bytes:
     keep = max(size - len(mark), 0)
     readable = text.decode("utf-8")
     if readable.startswith(('"', "{")):  # a JSON form: keep a plain, printable prefix
-        readable = "".join(c if c.isprintable() else "?" for c in readable.lstrip('"{'))
+        prefix = readable.lstrip('"{')[:keep]  # no more characters than bytes can be kept
+        readable = "".join(c if c.isprintable() else "?" for c in prefix)
     cut = readable.encode()[:keep].decode("utf-8", "ignore")
     return cut.encode() + mark
