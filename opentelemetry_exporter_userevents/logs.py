@@ -5,9 +5,10 @@
 
 Trace id, span id and flags come from the record itself, never from its context: the
 batch processor blanks the context (SDK 1.44+). The body may be any value, in the value
-encoding; ``null`` is no body. A record too large is cut to fit: attributes are dropped
-(counted in dropped_attributes), then texts are shortened with a marker; a body that is
-cut becomes a string ending with the marker, with the TRUNCATED_TEXT bit set.
+encoding; ``null`` is no body. A record too large is cut to fit: texts other than the body
+longer than an eighth of the record are shortened with a marker, then attributes are dropped
+(counted in dropped_attributes), then texts are shortened further; a body that is cut becomes
+a string ending with the marker, with the TRUNCATED_TEXT bit set.
 """
 
 from __future__ import annotations
@@ -82,14 +83,14 @@ def _fit(texts: list[bytes], dropped: int, max_size: int) -> tuple[int, int]:
     def over() -> int:
         return LOG.size(texts) - max_size
 
-    if texts[_ATTRIBUTES] != b"{}":
-        texts[_ATTRIBUTES], left_out = drop_largest(texts[_ATTRIBUTES], over())
-        dropped += left_out
-        truncated |= TRUNCATED_ATTRIBUTES if left_out else 0
-    for slot in (_SEVERITY_TEXT, _EVENT_NAME, _SCOPE):  # a huge one must not take the body's room
+    for slot in (_SEVERITY_TEXT, _EVENT_NAME, _SCOPE):  # a huge one must not push out the rest
         if over() > 0 and len(texts[slot]) > max_size // 8:
             texts[slot] = cut_text(texts[slot], max_size // 8)
             truncated |= TRUNCATED_TEXT
+    if over() > 0 and texts[_ATTRIBUTES] != b"{}":
+        texts[_ATTRIBUTES], left_out = drop_largest(texts[_ATTRIBUTES], over())
+        dropped += left_out
+        truncated |= TRUNCATED_ATTRIBUTES if left_out else 0
     if over() > 0:  # the body becomes a readable string prefix ending with the marker
         body = texts[_BODY]
         target = max(len(body) - over(), 0)

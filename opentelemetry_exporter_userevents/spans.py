@@ -6,9 +6,9 @@
 Typed fields carry what people filter on (times, duration, ids, kind, status, flags);
 texts carry the rest, readable in ``trace``: attributes, events, links and scope in the
 value encoding (JSON), the name, status description and trace state as plain text.
-A span too large for the record is cut to fit: events, then links, then attributes are
-dropped from the end (their dropped counts say how many), then long texts are shortened
-with a marker; the ``truncated`` bits say which.
+A span too large for the record is cut to fit: texts longer than an eighth of the record are
+shortened with a marker, then events, links and attributes are dropped (their dropped counts
+say how many), then texts are shortened further; the ``truncated`` bits say which.
 """
 
 from __future__ import annotations
@@ -183,6 +183,10 @@ def _fit(
             dropped[count] += left_out
             truncated |= flag
 
+    for slot in (_NAME, _DESCRIPTION, _TRACE_STATE, _SCOPE):  # a huge text must not push out
+        if over() > 0 and len(texts[slot]) > max_size // 8:  # everything else
+            texts[slot] = cut_text(texts[slot], max_size // 8)
+            truncated |= TRUNCATED_TEXT
     shrink(events, _EVENTS, 1, TRUNCATED_EVENTS)
     shrink(links, _LINKS, 2, TRUNCATED_LINKS)
     if over() > 0 and attributes:

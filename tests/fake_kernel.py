@@ -19,9 +19,7 @@ from pathlib import Path
 from opentelemetry_exporter_userevents import abi
 from opentelemetry_exporter_userevents.abi import EventFormat
 from opentelemetry_exporter_userevents.schema import Schema
-from tests.records import format_of
-
-HEADER = b"\x01\x00\x00\x00\x2a\x00\x00\x00"  # common_type, flags, preempt, pid
+from tests.records import HEADER, fields_the_kernel_accepts, format_of
 
 
 class FakeKernel:
@@ -74,7 +72,11 @@ class FakeKernel:
 
     def decoded(self, schema: Schema, name: str) -> list[dict[str, object]]:
         fmt: EventFormat = format_of(schema, name)
-        return [schema.unpack(HEADER + payload, fmt) for payload in self.records(name)]
+        decoded = []
+        for payload in self.records(name):
+            fields_the_kernel_accepts(payload, schema)
+            decoded.append(schema.unpack(HEADER + payload, fmt))
+        return decoded
 
     def settle(self, *exporters) -> None:
         """Shut ``exporters`` down (all that used this fake) and wait until everything they

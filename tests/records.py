@@ -10,9 +10,11 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
-from opentelemetry_exporter_userevents import anyvalue
+from opentelemetry_exporter_userevents import anyvalue, schema
 from opentelemetry_exporter_userevents.abi import EventFormat, FormatField
-from opentelemetry_exporter_userevents.schema import Schema, decode_plain
+from opentelemetry_exporter_userevents.schema import LOG, SPAN, Schema, decode_plain
+
+HEADER = b"\x01\x00\x00\x00\x2a\x00\x00\x00"  # common_type, flags, preempt, pid
 
 
 def format_of(schema: Schema, name: str, event_id: int = 1) -> EventFormat:
@@ -119,3 +121,75 @@ def check_log(values: dict[str, Any], readable: Any, resource_id: int) -> None:
     check_scope(values["scope"], readable.instrumentation_scope)
     assert values["resource_id"] == resource_id
     assert values["truncated"] == 0
+
+
+def fields_the_kernel_accepts(payload: bytes, record_schema: Schema) -> None:
+    """What the kernel checks of each ``__rel_loc char[]`` field (it refuses the write with
+    EFAULT otherwise), and what readers rely on: inside the record, NUL-terminated, no NUL
+    before the end, strict UTF-8."""
+    first_loc = record_schema.header_size - 4 * len(record_schema.texts)
+    for i in range(len(record_schema.texts)):
+        at = first_loc + 4 * i
+        (loc,) = struct.unpack_from("<I", payload, at)
+        start, size = at + 4 + (loc & 0xFFFF), loc >> 16
+        text = payload[start : start + size]
+        assert size >= 1 and start + size <= len(payload)
+        assert text.index(b"\0") == size - 1, "NUL-terminated, with no NUL inside"
+        text[:-1].decode("utf-8")
+
+
+def unpack_span(payload: bytes) -> dict[str, Any]:
+    """A span payload as the kernel would store it, checked and decoded."""
+    fields_the_kernel_accepts(payload, SPAN)
+    return SPAN.unpack(HEADER + payload, format_of(SPAN, "otel_span.0"))
+
+
+def unpack_log(payload: bytes) -> dict[str, Any]:
+    """A log payload as the kernel would store it, checked and decoded."""
+    fields_the_kernel_accepts(payload, LOG)
+    return LOG.unpack(HEADER + payload, format_of(LOG, "otel_log_info.0"))
+
+
+def _check_kept(kept: list, originals: list, dropped: int, original_dropped: int) -> None:
+    assert len(kept) <= len(originals)
+    assert dropped == original_dropped + len(originals) - len(kept)
+
+
+def _check_cut_text(text: str, original: str) -> None:
+    assert text == original or text.endswith(schema.TRUNCATION_MARK), (text, original)
+
+
+def check_cut_span(values: dict[str, Any], span: Any) -> None:
+    """A span cut to fit: what is kept is exact, what is cut is counted or marked (for
+    spans whose attribute values are all encodable)."""
+    assert values["truncated"] != 0
+    assert values["trace_id"] == f"{span.context.trace_id:032x}"
+    assert values["start_time_ns"] == span.start_time and values["end_time_ns"] == span.end_time
+    attributes = anyvalue.decode(values["attributes"])
+    for key, value in attributes.items():
+        assert same(value, plain(span.attributes[key]))
+    _check_kept(list(attributes), list(span.attributes), values["dropped_attributes"],
+                span.dropped_attributes)  # fmt: skip
+    events = anyvalue.decode(values["events"])
+    for event, original in zip(events, span.events, strict=False):
+        assert event["name"] == original.name and event["time_ns"] == original.timestamp
+    _check_kept(events, list(span.events), values["dropped_events"], span.dropped_events)
+    links = anyvalue.decode(values["links"])
+    _check_kept(links, list(span.links), values["dropped_links"], span.dropped_links)
+    _check_cut_text(decode_plain(values["name"]), span.name)
+    _check_cut_text(decode_plain(values["status_description"]), span.status.description or "")
+
+
+def check_cut_log(values: dict[str, Any], readable: Any) -> None:
+    """A log record cut to fit: kept attributes exact and the rest counted; a cut body is a
+    string ending with the marker."""
+    record = readable.log_record
+    assert values["truncated"] != 0
+    body = anyvalue.decode(values["body"])
+    if values["truncated"] & schema.TRUNCATED_TEXT and not same(body, plain(record.body)):
+        assert isinstance(body, str) and body.endswith(schema.TRUNCATION_MARK)
+    attributes = anyvalue.decode(values["attributes"])
+    for key, value in attributes.items():
+        assert same(value, plain(record.attributes[key]))
+    _check_kept(list(attributes), list(record.attributes or {}), values["dropped_attributes"],
+                readable.dropped_attributes)  # fmt: skip
