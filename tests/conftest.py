@@ -59,6 +59,17 @@ class Listener:
             pattern = re.compile(rf"\s{re.escape(registration.tracepoint or '')}:")
             return [line.rstrip("\n") for line in f if pattern.search(line)]
 
+    def recorded(self) -> int:
+        """How many records the instance's buffer took in, exactly: those still there plus
+        those overwritten since (the per-CPU ``stats`` files: entries + overrun)."""
+        total = 0
+        per_cpu = os.path.join(self.tracefs.path, "instances", self.instance, "per_cpu")
+        for cpu in os.listdir(per_cpu):
+            with open(os.path.join(per_cpu, cpu, "stats"), encoding="ascii") as f:
+                stats = dict(line.split(":", 1) for line in f if ":" in line)
+            total += int(stats["entries"]) + int(stats["overrun"])
+        return total
+
     def close(self) -> None:
         for system, name in self.attached:
             try:

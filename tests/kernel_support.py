@@ -57,6 +57,54 @@ def drop_privileges(uid: int = 65534, gid: int = 65534, groups: tuple[int, ...] 
     os.setuid(uid)
 
 
+_CLONE_NEWNS = 0x00020000
+_MS_REC, _MS_PRIVATE = 0x4000, 1 << 18
+_MNT_DETACH = 2
+
+
+def unmount_in_a_private_namespace(path: str) -> None:
+    """In this process only (a child, with in_child): move to a mount namespace of its own
+    and lazily unmount ``path``, as an administrator unmounting tracefs would. Files open
+    below ``path`` stay open."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for call in (
+        lambda: libc.unshare(_CLONE_NEWNS),
+        lambda: libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None),
+        lambda: libc.umount2(path.encode(), _MNT_DETACH),
+    ):
+        if call() != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+
+
+def unmapped_buffer(size: int) -> ctypes.Array:
+    """A buffer object whose memory is not mapped: the kernel faults reading it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]  # fmt: skip
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    length = max(size, mmap.PAGESIZE)
+    address = libc.mmap(None, length, mmap.PROT_READ, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+    libc.munmap(address, length)
+    return (ctypes.c_char * size).from_address(address)
+
+
+def raw_writev(fd: int, iovecs: int, count: int) -> int:
+    """writev(2) with an iovec array at any address, which os.writev cannot pass."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.writev.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+    result = libc.writev(fd, iovecs, count)
+    if result < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return result
+
+
+class IoVec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("length", ctypes.c_size_t)]
+
+
 # perf_event_open(2), from include/uapi/linux/perf_event.h
 _SYS_PERF_EVENT_OPEN = 298  # x86_64
 PERF_TYPE_TRACEPOINT = 2
