@@ -29,6 +29,8 @@ from testbed import guest
 GUEST_ENV = "USER_EVENTS_TESTBED_GUEST"
 RESULTS_FILE = "testbed-results.jsonl"
 REQUIRE_ENV = "USER_EVENTS_REQUIRE_KERNEL"
+FORWARDED_ENV = ("USER_EVENTS_LOAD_SPANS",)
+"""Test settings passed on to the guest."""
 _TESTBED_ROOT = str(Path(guest.__file__).resolve().parent.parent)
 
 
@@ -194,6 +196,7 @@ class KernelTestBed:
             env={
                 GUEST_ENV: "1",
                 "PYTHONDONTWRITEBYTECODE": "1",
+                **{name: os.environ[name] for name in FORWARDED_ENV if name in os.environ},
                 "PYTHONPATH": os.pathsep.join(
                     filter(None, [_TESTBED_ROOT, os.environ.get("PYTHONPATH")])
                 ),
