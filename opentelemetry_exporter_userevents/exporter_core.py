@@ -10,8 +10,11 @@ import logging
 import threading
 from typing import Any
 
+from opentelemetry.metrics import MeterProvider
+
 from opentelemetry_exporter_userevents import anyvalue, forksafe
 from opentelemetry_exporter_userevents.config import ExporterConfig
+from opentelemetry_exporter_userevents.metrics import observe_stats
 from opentelemetry_exporter_userevents.resource import ResourceAnnouncer
 from opentelemetry_exporter_userevents.schema import RESOURCE
 from opentelemetry_exporter_userevents.writer import EventWriter, ExportStats
@@ -23,6 +26,9 @@ class ExporterCore:
     """Registers ``commands`` (name -> command, for the configured prefix) and the resource
     tracepoint; a subclass writes its records through ``self._writer``."""
 
+    _signal = "span"
+    """What the subclass exports: ``span`` or ``log`` (names its metrics)."""
+
     def __init__(self, commands: dict[str, str], config: ExporterConfig) -> None:
         self.config = config
         commands = {**commands, "resource": RESOURCE.command(f"{config.prefix}_resource")}
@@ -31,6 +37,7 @@ class ExporterCore:
             self._writer, self._writer.registrations["resource"], config.resource_interval_millis
         )
         self._shutdown = False
+        self._metrics = False
         self._lock = threading.Lock()
         forksafe.register(self)
 
@@ -42,6 +49,16 @@ class ExporterCore:
     def stats(self) -> ExportStats:
         """Counts of records written, skipped while nobody listened, dropped and truncated."""
         return self._writer.stats
+
+    def instrument_metrics(self, meter_provider: MeterProvider | None = None) -> None:
+        """Report :attr:`stats` as OpenTelemetry metrics through ``meter_provider`` (the
+        global one by default): observable counters, read only when metrics are collected.
+        Idempotent."""
+        with self._lock:
+            if self._metrics:
+                return
+            self._metrics = True
+        observe_stats(self.stats, self._signal, meter_provider)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True  # every export is written before it returns

@@ -24,6 +24,8 @@ class UserEventsLogExporter(ExporterCore, LogRecordExporter):
     Settings as for UserEventsSpanExporter. ``export`` never raises.
     """
 
+    _signal = "log"
+
     def __init__(
         self,
         *,
