@@ -15,6 +15,7 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry_exporter_userevents import anyvalue, forksafe
 from opentelemetry_exporter_userevents.config import ExporterConfig
 from opentelemetry_exporter_userevents.metrics import observe_stats
+from opentelemetry_exporter_userevents.redaction import Redactor, checked
 from opentelemetry_exporter_userevents.resource import ResourceAnnouncer
 from opentelemetry_exporter_userevents.schema import RESOURCE
 from opentelemetry_exporter_userevents.writer import EventWriter, ExportStats
@@ -29,12 +30,18 @@ class ExporterCore:
     _signal = "span"
     """What the subclass exports: ``span`` or ``log`` (names its metrics)."""
 
-    def __init__(self, commands: dict[str, str], config: ExporterConfig) -> None:
+    def __init__(
+        self, commands: dict[str, str], config: ExporterConfig, redact: Redactor | None = None
+    ) -> None:
         self.config = config
+        self._redact = checked(redact)
         commands = {**commands, "resource": RESOURCE.command(f"{config.prefix}_resource")}
         self._writer = EventWriter(config.tracefs, commands)
         self._resources = ResourceAnnouncer(
-            self._writer, self._writer.registrations["resource"], config.resource_interval_millis
+            self._writer,
+            self._writer.registrations["resource"],
+            config.resource_interval_millis,
+            self._redact,
         )
         self._shutdown = False
         self._metrics = False

@@ -15,13 +15,14 @@ from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportRes
 from opentelemetry_exporter_userevents.abi import Registration
 from opentelemetry_exporter_userevents.exporter_core import ExporterCore
 from opentelemetry_exporter_userevents.logs import encode_log, severity_number
+from opentelemetry_exporter_userevents.redaction import Redactor, redact_log
 from opentelemetry_exporter_userevents.schema import LOG, SEVERITY_CLASSES, severity_class
 
 
 class UserEventsLogExporter(ExporterCore, LogRecordExporter):
     """Writes each log record as one user_events record, only while its class is listened to.
 
-    Settings as for UserEventsSpanExporter. ``export`` never raises.
+    Settings and ``redact`` as for UserEventsSpanExporter. ``export`` never raises.
     """
 
     _signal = "log"
@@ -33,6 +34,7 @@ class UserEventsLogExporter(ExporterCore, LogRecordExporter):
         max_record_size: int | None = None,
         resource_interval_millis: int | None = None,
         tracefs: str | None = None,
+        redact: Redactor | None = None,
         **kwargs: Any,
     ) -> None:
         config = self.settings(
@@ -43,7 +45,7 @@ class UserEventsLogExporter(ExporterCore, LogRecordExporter):
             **kwargs,
         )
         commands = {cls: LOG.command(f"{config.prefix}_log_{cls}") for cls in SEVERITY_CLASSES}
-        super().__init__(commands, config)
+        super().__init__(commands, config, redact)
         self.registrations: dict[str, Registration | None] = {
             cls: self._writer.registrations[cls] for cls in SEVERITY_CLASSES
         }
@@ -64,6 +66,7 @@ class UserEventsLogExporter(ExporterCore, LogRecordExporter):
         if self._shutdown:
             return LogRecordExportResult.FAILURE
         max_size = self.config.max_record_size
+        redact = self._redact
         for readable in batch:
             registration = self.registration_for(severity_number(readable))
             if registration is None:  # unavailable (a no-op, warned once) or not registered
@@ -75,6 +78,8 @@ class UserEventsLogExporter(ExporterCore, LogRecordExporter):
                 continue
             try:
                 resource_id = self._resources.announce(readable.resource)
+                if redact is not None:
+                    readable = redact_log(readable, redact)
                 payload, truncated = encode_log(readable, resource_id, max_size)
             except Exception as exc:  # noqa: BLE001 - never into the application
                 self._drop_invalid("a log record", exc)

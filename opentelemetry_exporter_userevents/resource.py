@@ -23,6 +23,7 @@ from opentelemetry.sdk.resources import Resource
 
 from opentelemetry_exporter_userevents import anyvalue, forksafe
 from opentelemetry_exporter_userevents.abi import Registration
+from opentelemetry_exporter_userevents.redaction import Redactor, redact_attributes
 from opentelemetry_exporter_userevents.schema import RESOURCE, encode_plain
 from opentelemetry_exporter_userevents.writer import EventWriter
 
@@ -36,8 +37,15 @@ def resource_id(attributes_text: bytes, schema_url: bytes) -> int:
 class ResourceAnnouncer:
     """Keeps the resource record of each resource seen, and writes it when due."""
 
-    def __init__(self, writer: EventWriter, registration: Registration | None, interval_ms: int):
+    def __init__(
+        self,
+        writer: EventWriter,
+        registration: Registration | None,
+        interval_ms: int,
+        redact: Redactor | None = None,
+    ):
         self._writer = writer
+        self._redact = redact
         self._registration = registration
         self._interval_ms = interval_ms
         self._interval_s = interval_ms / 1000
@@ -56,7 +64,11 @@ class ResourceAnnouncer:
         known = self._known.get(id(resource))
         if known is not None and known[0] is resource:
             return known[1], known[2]
-        attributes = anyvalue.encode(dict(resource.attributes)).encode()
+        if self._redact is None:
+            attributes = anyvalue.encode(dict(resource.attributes)).encode()
+        else:
+            attributes = anyvalue.encode(redact_attributes(resource.attributes, self._redact))
+            attributes = attributes.encode()
         schema_url = encode_plain(resource.schema_url or "")
         rid = resource_id(attributes, schema_url)
         payload = RESOURCE.pack((rid, self._interval_ms), (attributes, schema_url))

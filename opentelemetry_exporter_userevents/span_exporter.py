@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from opentelemetry_exporter_userevents.exporter_core import ExporterCore
+from opentelemetry_exporter_userevents.redaction import Redactor, redact_span
 from opentelemetry_exporter_userevents.schema import SPAN
 from opentelemetry_exporter_userevents.spans import encode_span
 
@@ -22,6 +23,8 @@ class UserEventsSpanExporter(ExporterCore, SpanExporter):
     Constructible with no arguments (settings from ``OTEL_EXPORTER_USER_EVENTS_*``) or
     with keyword arguments (declarative configuration passes its YAML keys). Without
     user_events it logs one warning and exports nothing. ``export`` never raises.
+    ``redact(key, value)``, if given, rewrites or removes (returning None) each attribute
+    before it is written (see ``redaction``).
     """
 
     def __init__(
@@ -31,6 +34,7 @@ class UserEventsSpanExporter(ExporterCore, SpanExporter):
         max_record_size: int | None = None,
         resource_interval_millis: int | None = None,
         tracefs: str | None = None,
+        redact: Redactor | None = None,
         **kwargs: Any,
     ) -> None:
         config = self.settings(
@@ -40,7 +44,7 @@ class UserEventsSpanExporter(ExporterCore, SpanExporter):
             tracefs=tracefs,
             **kwargs,
         )
-        super().__init__({"span": SPAN.command(f"{config.prefix}_span")}, config)
+        super().__init__({"span": SPAN.command(f"{config.prefix}_span")}, config, redact)
         self.registration = self._writer.registrations["span"]
 
     @property
@@ -63,9 +67,12 @@ class UserEventsSpanExporter(ExporterCore, SpanExporter):
             self._writer.count("not_listened", len(spans))
             return SpanExportResult.SUCCESS
         max_size = self.config.max_record_size
+        redact = self._redact
         for span in spans:
             try:
                 resource_id = self._resources.announce(span.resource)
+                if redact is not None:
+                    span = redact_span(span, redact)
                 payload, truncated = encode_span(span, resource_id, max_size)
             except Exception as exc:  # noqa: BLE001 - never into the application
                 self._drop_invalid("a span", exc)
