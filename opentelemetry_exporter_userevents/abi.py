@@ -493,8 +493,8 @@ def _open_data(
         elif exc.errno in (errno.EACCES, errno.EPERM):
             reason = (
                 f"no permission to open {data_path} for writing: it is root-owned, mode 0640 "
-                "by default; run as root or grant this user's group read-write access "
-                "(see the README)"
+                "by default; run as root or grant this user's group read-write access to it "
+                f"and search (x) access to {tracefs.path} (see the README)"
             )
         else:
             reason = f"cannot open {data_path}: {exc.strerror}"
