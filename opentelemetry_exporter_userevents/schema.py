@@ -16,7 +16,7 @@ the texts themselves, each NUL-terminated, in field order.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from opentelemetry_exporter_userevents import anyvalue
@@ -90,29 +90,46 @@ class Schema:
         Raises ValueError if the format lacks a field of this schema or the record is
         too short for it.
         """
-        record = bytes(record)
-        values: dict[str, object] = {}
+        return self.decoder(fmt)(record)
+
+    def decoder(self, fmt: EventFormat) -> Callable[[bytes | memoryview], dict[str, object]]:
+        """:meth:`unpack` for one format, with the field positions looked up once (the
+        reader decodes many records of few formats). Raises ValueError if the format
+        lacks a field of this schema or has it at another size."""
+        plan = []
         for field in self.fields:
             try:
                 where = fmt.field(field.name)
             except KeyError:
                 raise ValueError(f"{fmt.name} has no field {field.name!r}") from None
-            end = where.offset + where.size
-            if end > len(record):
-                raise ValueError(f"record too short for {field.name!r}")
-            raw = record[where.offset : end]
-            if field.is_text:
-                (loc,) = struct.unpack("<I", raw)
-                start = end + (loc & 0xFFFF)
-                length = loc >> 16
-                if start + length > len(record) or length == 0:
-                    raise ValueError(f"{field.name!r} points outside the record")
-                values[field.name] = record[start : start + length - 1].decode("utf-8")
-            elif field.type.startswith("char["):
-                values[field.name] = raw.rstrip(b"\0").decode("ascii")
-            else:
-                values[field.name] = int.from_bytes(raw, "little", signed=where.signed)
-        return values
+            expected = struct.calcsize("<" + field.struct_code)
+            if where.size != expected:
+                raise ValueError(f"{fmt.name} has {field.name!r} of {where.size} bytes")
+            kind = "text" if field.is_text else "chars" if field.type.startswith("char[") else ""
+            plan.append((field.name, kind, where.offset, where.offset + where.size, where.signed))
+        needed = max((end for _, _, _, end, _ in plan), default=0)
+        from_bytes = int.from_bytes
+
+        def decode(record: bytes | memoryview) -> dict[str, object]:
+            record = bytes(record)
+            if len(record) < needed:
+                raise ValueError(f"record of {len(record)} bytes is too short for {fmt.name}")
+            values: dict[str, object] = {}
+            for name, kind, start, end, signed in plan:
+                if kind == "text":
+                    loc = from_bytes(record[start:end], "little")
+                    first = end + (loc & 0xFFFF)
+                    length = loc >> 16
+                    if first + length > len(record) or length == 0:
+                        raise ValueError(f"{name!r} points outside the record")
+                    values[name] = record[first : first + length - 1].decode("utf-8")
+                elif kind == "chars":
+                    values[name] = record[start:end].rstrip(b"\0").decode("ascii")
+                else:
+                    values[name] = from_bytes(record[start:end], "little", signed=signed)
+            return values
+
+        return decode
 
 
 def encode_plain(text: str) -> bytes:
