@@ -262,6 +262,8 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             signal.signal(signum, handler)
         reader.close()
         output.close()
+    if reader.cleanup_error:
+        err.write(f"otel-userevents: {reader.cleanup_error}\n")
     err.write(_summary(reader, rebuilder, output, time.monotonic() - started, stop_reason) + "\n")
     err.flush()
     return 0

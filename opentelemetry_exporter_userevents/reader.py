@@ -3,7 +3,7 @@
 
 """Collect span, log and resource records from tracefs, in a ring buffer of our own.
 
-The reader creates a tracefs instance (``instances/otel-userevents.<pid>.<start>``), so it
+The reader creates a tracefs instance (``instances/otel-userevents.<pid>.<start>.<n>``), so it
 neither drains nor disturbs the global buffer or another reader. It enables every version
 of our tracepoints (multi-format ``<prefix>_span.<id>``, ``<prefix>_log_<class>.<id>``,
 ``<prefix>_resource.<id>``, and the single-format fallback in ``user_events``), resource
@@ -15,6 +15,7 @@ removes the instance; an instance left by a killed reader is removed at the next
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import time
@@ -29,7 +30,8 @@ from opentelemetry_exporter_userevents.decoder import RecordDecoder, TraceRecord
 from opentelemetry_exporter_userevents.ring_buffer import PageLayout
 
 INSTANCE_PREFIX = "otel-userevents."
-_INSTANCE = re.compile(rf"^{re.escape(INSTANCE_PREFIX)}(\d+)\.(\d+)$")
+_INSTANCE = re.compile(rf"^{re.escape(INSTANCE_PREFIX)}(\d+)\.(\d+)\.\d+$")
+_instances_made = itertools.count()
 _PAGES_PER_READ = 1024
 """Pages read from one CPU per :meth:`TraceReader.read`, so one busy CPU cannot starve
 the others or the rescan."""
@@ -86,7 +88,8 @@ class TraceReader:
         self.filter = filter
         self.buffer_size_kb = buffer_size_kb
         self.rescan_interval = rescan_interval
-        self.instance = f"{INSTANCE_PREFIX}{os.getpid()}.{_process_start(os.getpid()) or 0}"
+        pid = os.getpid()
+        self.instance = f"{INSTANCE_PREFIX}{pid}.{_process_start(pid) or 0}.{next(_instances_made)}"
         self.decoder = RecordDecoder(prefix)
         self.lost = 0
         """Records the kernel lost (overwritten or dropped), from the per-CPU ``stats``."""
@@ -95,6 +98,7 @@ class TraceReader:
         self.incompatible: dict[str, str] = {}
         """Tracepoints with our names but not our schema (not enabled): reasons."""
         self.removed_stale: list[str] = []
+        self.cleanup_error: str | None = None
         self._enabled: dict[tuple[str, str], _Enabled] = {}
         self._cpus: list[_Cpu] = []
         self._next_scan = 0.0
@@ -147,6 +151,8 @@ class TraceReader:
             self.tracefs.remove_instance(self.instance)
         except FileNotFoundError:
             pass
+        except OSError as error:  # EBUSY: someone holds one of its files open
+            self.cleanup_error = f"could not remove instance {self.instance}: {error}"
 
     def __enter__(self) -> TraceReader:
         return self.start()
