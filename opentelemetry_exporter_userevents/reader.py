@@ -261,6 +261,17 @@ class TraceReader:
         Rescans for new tracepoints after reading (so records already in the buffer are
         decoded with the format they were written with)."""
         records: list[TraceRecord] = []
+        for page in self.read_pages():
+            self.decoder.decode_page(page, records)
+        records.sort(key=lambda record: record.timestamp)
+        if time.monotonic() >= self._next_scan:
+            self.scan()
+        return records
+
+    def read_pages(self) -> list[bytes]:
+        """The raw sub-buffers available now, CPU by CPU (for :meth:`read`, and to capture
+        pages for offline decoding); updates :attr:`lost`."""
+        pages = []
         page_size = self.decoder.layout.page_size
         for cpu in self._cpus:
             for _ in range(_PAGES_PER_READ):
@@ -272,12 +283,21 @@ class TraceReader:
                     continue
                 if not page:
                     break
-                self.decoder.decode_page(page, records)
+                pages.append(page)
         self._count_lost()
-        records.sort(key=lambda record: record.timestamp)
-        if time.monotonic() >= self._next_scan:
-            self.scan()
-        return records
+        return pages
+
+    def formats(self) -> list[str]:
+        """The ``format`` files of the enabled tracepoints (to decode captured pages)."""
+        texts = []
+        for enabled in self._enabled.values():
+            path = os.path.join(self.tracefs.event_dir(enabled.system, enabled.name), "format")
+            try:
+                with open(path, encoding="utf-8") as f:
+                    texts.append(f.read())
+            except OSError:
+                continue
+        return texts
 
     def _count_lost(self) -> None:
         for cpu in self._cpus:

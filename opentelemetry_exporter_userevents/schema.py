@@ -107,29 +107,46 @@ class Schema:
                 raise ValueError(f"{fmt.name} has {field.name!r} of {where.size} bytes")
             kind = "text" if field.is_text else "chars" if field.type.startswith("char[") else ""
             plan.append((field.name, kind, where.offset, where.offset + where.size, where.signed))
-        needed = max((end for _, _, _, end, _ in plan), default=0)
-        from_bytes = int.from_bytes
+        # One struct for the whole record, built from the format's offsets (gaps skipped):
+        # the reader decodes hundreds of thousands of records a second this way.
+        codes, position, order = ["<"], 0, []
+        for name, kind, start, end, signed in sorted(plan, key=lambda p: p[2]):
+            if start < position:
+                raise ValueError(f"{fmt.name} has overlapping fields at {name!r}")
+            codes.append(f"{start - position}x" if start > position else "")
+            if kind == "chars":
+                codes.append(f"{end - start}s")
+            else:
+                code = _INT_CODES[end - start]
+                codes.append(code.lower() if signed and kind != "text" else code)
+            order.append((name, kind, end))
+            position = end
+        unpack = struct.Struct("".join(codes)).unpack_from
+        needed = struct.calcsize("".join(codes))
+        names = tuple(name for name, _, _ in order)
+        texts = tuple((name, end) for name, kind, end in order if kind == "text")
+        chars = tuple(name for name, kind, _ in order if kind == "chars")
 
         def decode(record: bytes | memoryview) -> dict[str, object]:
-            record = bytes(record)
-            if len(record) < needed:
-                raise ValueError(f"record of {len(record)} bytes is too short for {fmt.name}")
-            values: dict[str, object] = {}
-            for name, kind, start, end, signed in plan:
-                if kind == "text":
-                    loc = from_bytes(record[start:end], "little")
-                    first = end + (loc & 0xFFFF)
-                    length = loc >> 16
-                    if first + length > len(record) or length == 0:
-                        raise ValueError(f"{name!r} points outside the record")
-                    values[name] = record[first : first + length - 1].decode("utf-8")
-                elif kind == "chars":
-                    values[name] = record[start:end].rstrip(b"\0").decode("ascii")
-                else:
-                    values[name] = from_bytes(record[start:end], "little", signed=signed)
+            size = len(record)
+            if size < needed:
+                raise ValueError(f"record of {size} bytes is too short for {fmt.name}")
+            values = dict(zip(names, unpack(record), strict=True))
+            for name, end in texts:
+                loc = values[name]
+                first = end + (loc & 0xFFFF)
+                last = first + (loc >> 16) - 1
+                if last >= size or last < first:
+                    raise ValueError(f"{name!r} points outside the record")
+                values[name] = str(record[first:last], "utf-8")
+            for name in chars:
+                values[name] = values[name].rstrip(b"\0").decode("ascii")
             return values
 
         return decode
+
+
+_INT_CODES = {1: "B", 2: "H", 4: "I", 8: "Q"}
 
 
 def encode_plain(text: str) -> bytes:
