@@ -118,22 +118,23 @@ _FLAT_MAPPINGS = (dict, MappingProxyType, BoundedAttributes)
 
 
 def _as_dict(value: Mapping[str, Any]) -> dict[str, Any]:
-    if type(value) is dict:
-        return value
     if type(value) is MappingProxyType or type(value) is BoundedAttributes:
         copied = value.copy()  # type: ignore[attr-defined]
         if type(copied) is dict:
             return copied
-    return dict(value)
+    return value if type(value) is dict else dict(value)
 
 
 def encode_flat(value: Mapping[str, Any]) -> str | None:
     """What :func:`encode` writes for a dict, MappingProxyType or BoundedAttributes of
     simple values (str, int, float, bool, None) with str keys; None when it needs
     :func:`encode` itself. Lets callers build larger texts from attributes cheaply."""
-    if not isinstance(value, _FLAT_MAPPINGS):
-        return None
-    return _encode_flat(_as_dict(value))
+    kind = type(value)
+    if kind is not dict:
+        if not isinstance(value, _FLAT_MAPPINGS):
+            return None
+        value = _as_dict(value)
+    return _encode_flat(value)
 
 
 def encode_str(text: str) -> str | None:

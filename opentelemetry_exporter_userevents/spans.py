@@ -39,11 +39,13 @@ NO_PARENT = b"0" * 16
 
 def encode_attributes(attributes: Mapping[str, Any] | None) -> tuple[bytes, int]:
     """Attributes as a JSON object, and how many were dropped for unencodable values."""
-    if not attributes:
+    if attributes is None:
         return b"{}", 0
-    text = anyvalue.encode_flat(attributes)
+    text = anyvalue.encode_flat(attributes)  # also writes an empty mapping as {}
     if text is not None:
         return text.encode(), 0
+    if not attributes:
+        return b"{}", 0
     try:
         return anyvalue.encode(attributes, "attributes").encode(), 0
     except anyvalue.UnsupportedValue:
@@ -67,15 +69,15 @@ def _encoded_sizes(attributes: Mapping[str, Any]) -> dict[str, int]:
     return sizes
 
 
-_scope_cache: dict[InstrumentationScope | None, bytes] = {}
+_scopes: dict[int, tuple[InstrumentationScope | None, bytes]] = {}  # id(scope) -> scope, text
 
 
 def encode_scope(scope: InstrumentationScope | None) -> bytes:
-    """The scope as JSON ``{name, version, schema_url, attributes}`` (cached; scopes are few)."""
-    try:
-        return _scope_cache[scope]
-    except (KeyError, TypeError):
-        pass
+    """The scope as JSON ``{name, version, schema_url, attributes}`` (cached per scope
+    object: a tracer keeps one, and they are few)."""
+    known = _scopes.get(id(scope))
+    if known is not None and known[0] is scope:
+        return known[1]
     if scope is None:
         text = b"{}"
     else:
@@ -83,11 +85,9 @@ def encode_scope(scope: InstrumentationScope | None) -> bytes:
         value = {"name": scope.name, "version": scope.version, "schema_url": scope.schema_url}
         head = anyvalue.encode(value).encode()
         text = head[:-1] + b',"attributes":' + attributes + b"}"
-    if len(_scope_cache) < 256:
-        try:
-            _scope_cache[scope] = text
-        except TypeError:  # unhashable scope attributes
-            pass
+    if len(_scopes) >= 256:  # never let it grow unbounded
+        _scopes.clear()
+    _scopes[id(scope)] = (scope, text)  # the reference keeps the id from being reused
     return text
 
 
@@ -207,10 +207,12 @@ def encode_span(span: ReadableSpan, resource_id: int, max_size: int) -> tuple[by
     links = span.links
     events_text, event_parts = _encode_list(events, _event_text, _event) if events else (b"[]", [])
     links_text, link_parts = _encode_list(links, _link_text, _link) if links else (b"[]", [])
+    description = status.description
+    trace_state = context.trace_state
     texts = [
         encode_plain(span.name or ""),
-        encode_plain(status.description or ""),
-        encode_plain(context.trace_state.to_header() if context.trace_state else ""),
+        encode_plain(description) if description else b"",
+        encode_plain(trace_state.to_header()) if trace_state else b"",
         attributes,
         events_text,
         links_text,
@@ -218,24 +220,28 @@ def encode_span(span: ReadableSpan, resource_id: int, max_size: int) -> tuple[by
     ]
     dropped = [span.dropped_attributes + bad_attributes, span.dropped_events, span.dropped_links]
     truncated = 0
-    if SPAN.size(texts) > max_size:
+    if _SPAN_OVERHEAD + sum(map(len, texts)) > max_size:
         truncated = _fit(texts, dropped, span.attributes, event_parts, link_parts, max_size)
     fixed = (
         start,
         end,
         max(end - start, 0),
         resource_id,
-        format(context.trace_id, "032x").encode(),
-        format(context.span_id, "016x").encode(),
-        format(parent.span_id, "016x").encode() if parent else NO_PARENT,
+        b"%032x" % context.trace_id,
+        b"%016x" % context.span_id,
+        b"%016x" % parent.span_id if parent else NO_PARENT,
         *dropped,
-        span.kind.value,
-        status.status_code.value,
-        int(context.trace_flags),
+        span.kind._value_,  # the documented sunder name: a plain read, unlike .value
+        status.status_code._value_,
+        context.trace_flags,
         (1 if parent else 0) | (2 if parent is not None and parent.is_remote else 0),
         truncated,
     )
     return SPAN.pack(fixed, texts), bool(truncated)
+
+
+_SPAN_OVERHEAD = SPAN.size([b""] * len(SPAN.texts))
+"""The payload size of a span whose texts are all empty: the fixed fields and the NULs."""
 
 
 # Indexes of the SPAN texts.
