@@ -97,7 +97,11 @@ def encode(value: Any, path: str = "value") -> str:
 
     Raises :class:`UnsupportedValue` for anything else.
     """
-    if isinstance(value, _FLAT_MAPPINGS):  # attributes: try the fast path
+    if type(value) is str:  # log bodies, names: the fast path
+        text = encode_str(value)
+        if text is not None:
+            return text
+    elif isinstance(value, _FLAT_MAPPINGS):  # attributes: try the fast path
         text = _encode_flat(_as_dict(value))
         if text is not None:
             return text

@@ -34,6 +34,7 @@ from opentelemetry.trace.span import TraceState
 from opentelemetry.util.types import Attributes
 
 from opentelemetry_exporter_userevents.config import ExporterConfig
+from opentelemetry_exporter_userevents.processors import enable_word
 from opentelemetry_exporter_userevents.schema import SPAN
 from opentelemetry_exporter_userevents.writer import EventWriter
 
@@ -63,11 +64,7 @@ class UserEventsSampler(Sampler):
         config = ExporterConfig.from_arguments(prefix=prefix, tracefs=tracefs)
         self._writer = EventWriter(config.tracefs, {"span": SPAN.command(f"{config.prefix}_span")})
         self.registration = self._writer.registrations["span"]
-        registration = self.registration
-        self._words = (
-            registration.enable_words if registration else memoryview(b"\0\0\0\0").cast("I")
-        )
-        self._index = registration.enable_index if registration else 0
+        self._words, self._index = enable_word(self.registration)
 
     @property
     def enabled(self) -> bool:
@@ -100,7 +97,7 @@ class UserEventsSampler(Sampler):
     def close(self) -> None:
         """Unregister the tracepoint; the sampler then drops every span."""
         self._index = 0  # first: a concurrent check may pair it with either view
-        self._words = memoryview(b"\0\0\0\0").cast("I")
+        self._words = enable_word(None)[0]
         self._writer.close()
 
 
