@@ -53,10 +53,11 @@ def test_report_computes_the_targets_as_ratios():
 
     assert found["Disabled", "spans", "host"].value == pytest.approx(0.015)
     assert found["Disabled", "spans", "host"].met
-    assert not found["Disabled", "spans", "guest"].met
+    assert ("Disabled", "spans", "guest") not in found, "the guest is too noisy for 2%"
     assert found["Encode", "spans", "guest"].value == pytest.approx(70 / 300)
     assert not found["Encode", "spans", "guest"].met
-    assert found["Traced", "spans", "host"].met and not found["Traced", "spans", "guest"].met
+    assert found["Traced", "spans", "host"].met
+    assert found["Traced", "spans", "host"].value == pytest.approx(1.4)
     assert "SDK + user_events, ftrace listening" in text and "MISSED" in text
     assert "1.015" in text  # c as a multiple of b, host column
 
