@@ -7,13 +7,12 @@ produces numbers, and the report computes the targets from them. No timing is as
 import pytest
 
 from benchmarks import report
-from benchmarks.configs import HOST_KEYS, SETUPS, keys_for, quiet
+from benchmarks.configs import HOST_KEYS, SETUPS, keys_for
 from benchmarks.measure import measure, summary
 
 
 @pytest.mark.parametrize("signal", ["spans", "logs"])
 def test_every_host_configuration_produces_numbers(signal):
-    quiet()
     keys = keys_for(signal, HOST_KEYS)
 
     samples = measure(SETUPS[signal], keys, n=3, rounds=2)
@@ -26,7 +25,6 @@ def test_every_host_configuration_produces_numbers(signal):
 
 def test_listening_needs_user_events(tmp_path, monkeypatch):
     monkeypatch.setenv("OTEL_EXPORTER_USER_EVENTS_TRACEFS", str(tmp_path))
-    quiet()
 
     with pytest.raises(RuntimeError, match="test bed"):
         SETUPS["spans"]("d")
