@@ -11,17 +11,18 @@ it live pages, and tests and benchmarks feed it captured ones.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from opentelemetry_exporter_userevents.abi import EventFormat
 from opentelemetry_exporter_userevents.ring_buffer import PageError, PageLayout, decode_page
 from opentelemetry_exporter_userevents.schema import LOG, RESOURCE, SEVERITY_CLASSES, SPAN, Schema
 
 
-@dataclass(frozen=True)
-class TraceRecord:
-    """One decoded record."""
+class TraceRecord(NamedTuple):
+    """One decoded record (a named tuple: the reader makes many of them)."""
 
     timestamp: int
     """Trace-clock time of the write (ns, ``local`` clock: not the span's own times)."""
@@ -30,6 +31,9 @@ class TraceRecord:
     tracepoint: str
     pid: int
     values: dict[str, object]
+
+
+_PID = struct.Struct("<i").unpack_from
 
 
 @dataclass
@@ -103,6 +107,7 @@ class RecordDecoder:
         if page.missed:
             stats.pages_with_missed_events += 1
         by_id = self._by_id
+        before = len(out)
         for timestamp, record in page.events:
             if len(record) < 8:
                 stats.undecodable += 1
@@ -116,9 +121,9 @@ class RecordDecoder:
             except ValueError:
                 stats.undecodable += 1
                 continue
-            pid = int.from_bytes(record[4:8], "little", signed=True)  # common_pid at 4
+            pid = _PID(record, 4)[0]  # common_pid, s32 at 4
             out.append(TraceRecord(timestamp, tracepoint.kind, tracepoint.name, pid, values))
-            stats.records += 1
+        stats.records += len(out) - before
 
     def decode_pages(self, pages: list[bytes]) -> list[TraceRecord]:
         """The records of captured pages, in page order."""

@@ -61,9 +61,9 @@ class Schema:
         self.doc = doc
         self._struct = struct.Struct("<" + "".join(f.struct_code for f in self.fields))
         self.header_size = self._struct.size
-        # Payload offset just past each text's 4-byte loc slot: __rel_loc counts from there.
-        first_loc = self.header_size - 4 * len(texts)
-        self._loc_ends = tuple(first_loc + 4 * (i + 1) for i in range(len(texts)))
+        # A __rel_loc counts from just past its own 4-byte slot; the first text starts at
+        # header_size, so text i starts this far past slot i, plus the sizes before it.
+        self._loc_bases = tuple(4 * (len(texts) - 1 - i) for i in range(len(texts)))
 
     def command(self, name: str | None = None) -> str:
         """The registration command: ``NAME type field; type field; ...``."""
@@ -72,11 +72,11 @@ class Schema:
     def pack(self, fixed: Sequence[object], texts: Sequence[bytes]) -> bytes:
         """A record payload from the fixed values and the texts (UTF-8, no NUL inside)."""
         locs = []
-        position = self.header_size
-        for end, text in zip(self._loc_ends, texts, strict=True):
+        before = 0
+        for base, text in zip(self._loc_bases, texts, strict=True):
             size = len(text) + 1
-            locs.append((size << 16) | (position - end))
-            position += size
+            locs.append((size << 16) | (base + before))
+            before += size
         return self._struct.pack(*fixed, *locs) + b"\0".join(texts) + b"\0"
 
     def size(self, texts: Sequence[bytes]) -> int:
