@@ -39,11 +39,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=10, help="requests to serve")
     parser.add_argument("--interval", type=float, default=0.5, help="seconds between requests")
+    parser.add_argument(
+        "--wait-for-listener", type=float, default=0, metavar="SECONDS",
+        help="before serving, wait up to this long for a tracer to attach to otel_span",
+    )  # fmt: skip
     options = parser.parse_args()
 
     resource = Resource.create({"service.name": "checkout", "service.version": "1.0.0"})
     tracer_provider = TracerProvider(resource=resource)
-    tracer_provider.add_span_processor(UserEventsSpanProcessor(UserEventsSpanExporter()))
+    span_exporter = UserEventsSpanExporter()
+    tracer_provider.add_span_processor(UserEventsSpanProcessor(span_exporter))
     trace.set_tracer_provider(tracer_provider)
     logger_provider = LoggerProvider(resource=resource)
     logger_provider.add_log_record_processor(UserEventsLogRecordProcessor(UserEventsLogExporter()))
@@ -53,6 +58,9 @@ def main() -> None:
     if LoggingHandler is not None:
         log.addHandler(LoggingHandler(logger_provider=logger_provider))
 
+    deadline = time.monotonic() + options.wait_for_listener
+    while not span_exporter.enabled and time.monotonic() < deadline:
+        time.sleep(0.05)  # the kernel sets the enable bit when a tracer attaches
     tracer = trace.get_tracer("checkout.http", "1.0.0")
     for number in range(options.count):
         with tracer.start_as_current_span(

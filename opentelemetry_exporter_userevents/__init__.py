@@ -14,6 +14,7 @@ from opentelemetry_exporter_userevents.processors import (
     UserEventsLogRecordProcessor,
     UserEventsSpanProcessor,
 )
+from opentelemetry_exporter_userevents.sampler import UserEventsSampler
 from opentelemetry_exporter_userevents.span_exporter import UserEventsSpanExporter
 from opentelemetry_exporter_userevents.version import __version__
 from opentelemetry_exporter_userevents.writer import ExportStats
@@ -22,6 +23,7 @@ __all__ = [
     "ExportStats",
     "UserEventsLogExporter",
     "UserEventsLogRecordProcessor",
+    "UserEventsSampler",
     "UserEventsSpanExporter",
     "UserEventsSpanProcessor",
     "__version__",

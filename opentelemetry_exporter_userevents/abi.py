@@ -731,6 +731,86 @@ class Tracefs:
         with open(os.path.join(self.path, "user_events_status"), encoding="utf-8") as f:
             return f.read()
 
+    # --- instances: private buffers for readers (Documentation/trace/ftrace.rst) ---------
+
+    def instance_dir(self, instance: str) -> str:
+        return os.path.join(self.path, "instances", instance)
+
+    def instances(self) -> list[str]:
+        """Names of the tracefs instances (each has its own ring buffer)."""
+        try:
+            return sorted(os.listdir(os.path.join(self.path, "instances")))
+        except FileNotFoundError:
+            return []
+
+    def create_instance(self, instance: str) -> None:
+        """``mkdir instances/<instance>``: a ring buffer of its own, every event disabled."""
+        os.mkdir(self.instance_dir(instance))
+
+    def remove_instance(self, instance: str) -> None:
+        """``rmdir instances/<instance>``: the kernel disables its events and frees its buffer.
+        EBUSY while a file of the instance is open."""
+        os.rmdir(self.instance_dir(instance))
+
+    def set_filter(self, system: str, name: str, expression: str, instance: str) -> None:
+        """Set an event's filter in an instance; ValueError with the kernel's reason if the
+        kernel rejects it (e.g. a field the event does not have)."""
+        path = os.path.join(self.event_dir(system, name, instance), "filter")
+        try:
+            with open(path, "w") as f:
+                f.write(expression)
+        except OSError as error:
+            if error.errno != errno.EINVAL:
+                raise
+            try:
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    reason = " ".join(f.read().split())
+            except OSError:
+                reason = ""
+            message = f"the kernel rejected filter {expression!r} for {name}: {reason}"
+            raise ValueError(message) from None
+
+    def cpus(self, instance: str) -> list[int]:
+        """The CPUs that have a ring buffer in the instance (``per_cpu/cpuN``)."""
+        entries = os.listdir(os.path.join(self.instance_dir(instance), "per_cpu"))
+        return sorted(int(e[3:]) for e in entries if e.startswith("cpu") and e[3:].isdigit())
+
+    def trace_pipe_raw(self, instance: str, cpu: int) -> str:
+        """The consuming binary reader of one CPU's ring buffer: one sub-buffer per read."""
+        return os.path.join(self.instance_dir(instance), "per_cpu", f"cpu{cpu}", "trace_pipe_raw")
+
+    def cpu_stats(self, instance: str, cpu: int) -> dict[str, int]:
+        """The integer lines of ``per_cpu/cpuN/stats`` (entries, overrun, dropped events...)."""
+        path = os.path.join(self.instance_dir(instance), "per_cpu", f"cpu{cpu}", "stats")
+        stats = {}
+        with open(path, encoding="ascii", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                value = value.strip()
+                if value.isdigit():
+                    stats[key.strip()] = int(value)
+        return stats
+
+    def set_buffer_size_kb(self, instance: str, size_kb: int) -> None:
+        """The per-CPU ring buffer size of an instance, in KiB (the kernel rounds up)."""
+        with open(os.path.join(self.instance_dir(instance), "buffer_size_kb"), "w") as f:
+            f.write(str(size_kb))
+
+    def header_page(self) -> str:
+        """``events/header_page``: the layout of a ring-buffer sub-buffer."""
+        with open(os.path.join(self.path, "events", "header_page"), encoding="ascii") as f:
+            return f.read()
+
+    def sub_buffer_size(self, instance: str) -> int | None:
+        """The instance's sub-buffer size in bytes (``buffer_subbuf_size_kb``, Linux 6.8+);
+        None on older kernels, where it is ``header_page``'s."""
+        path = os.path.join(self.instance_dir(instance), "buffer_subbuf_size_kb")
+        try:
+            with open(path, encoding="ascii") as f:
+                return int(f.read()) * 1024
+        except (OSError, ValueError):
+            return None
+
 
 def _exists(path: str) -> bool:
     try:

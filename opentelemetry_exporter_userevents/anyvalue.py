@@ -18,11 +18,14 @@ import binascii
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from json import encoder as _json_encoder
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "UnsupportedValue", "decode", "encode"]
+from opentelemetry.attributes import BoundedAttributes
+
+__all__ = ["MAX_DEPTH", "UnsupportedValue", "decode", "encode", "encode_flat", "encode_str"]
 
 MAX_DEPTH = 64
 """How many containers (sequences, mappings) may be nested in one value."""
@@ -41,9 +44,38 @@ _STR = frozenset((str,))
 _FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 _TAGS = ("~b", "~f", "~i", "~s", "~m")
 
-_dumps = json.JSONEncoder(
+_json_dumps = json.JSONEncoder(
     ensure_ascii=False, allow_nan=False, check_circular=False, separators=(",", ":")
 ).encode
+_encode_basestring: Callable[[str], str] = _json_encoder.encode_basestring
+
+
+def _no_default(value: Any) -> Any:
+    raise TypeError(f"{type(value).__qualname__} is not JSON")
+
+
+def _c_dumps() -> Callable[[Any], str]:
+    """What ``_json_dumps`` writes, without the encoder object that ``JSONEncoder.encode``
+    builds on every call (two thirds of the cost of a small value). Falls back to
+    ``_json_dumps`` where the C encoder is missing or writes anything different."""
+    make = getattr(_json_encoder, "c_make_encoder", None)
+    if make is None:
+        return _json_dumps
+    try:
+        chunks = make(None, _no_default, _encode_basestring, None, ":", ",", False, False, False)
+
+        def dumps(value: Any) -> str:
+            return "".join(chunks(value, 0))
+
+        sample = {"a": [1, -2.5e300, True, None, 'é\x00"\ud800'], "b": {}, "c": [{}, []]}
+        if dumps(sample) == _json_dumps(sample):
+            return dumps
+    except Exception:  # noqa: BLE001 - another Python's encoder: use the public one
+        pass
+    return _json_dumps
+
+
+_dumps = _c_dumps()
 
 # Escaped as \uXXXX after json (which already escapes NUL and the other C0 controls):
 # surrogates, which UTF-8 cannot encode, and the C1 controls and U+2028/U+2029, which
@@ -65,8 +97,12 @@ def encode(value: Any, path: str = "value") -> str:
 
     Raises :class:`UnsupportedValue` for anything else.
     """
-    if isinstance(value, (dict, MappingProxyType)):  # attributes: try the fast path
-        text = _encode_flat(value if type(value) is dict else dict(value))
+    if type(value) is str:  # log bodies, names: the fast path
+        text = encode_str(value)
+        if text is not None:
+            return text
+    elif isinstance(value, _FLAT_MAPPINGS):  # attributes: try the fast path
+        text = _encode_flat(_as_dict(value))
         if text is not None:
             return text
     try:
@@ -79,6 +115,41 @@ def encode(value: Any, path: str = "value") -> str:
         return repr(prepared)
     text = _dumps(prepared)
     return text if text.isascii() else _ESCAPE.sub(_escape_char, text)
+
+
+# Mappings that attributes come in; the SDK's copy() of the last two is a C-speed dict copy.
+_FLAT_MAPPINGS = (dict, MappingProxyType, BoundedAttributes)
+
+
+def _as_dict(value: Mapping[str, Any]) -> dict[str, Any]:
+    if type(value) is MappingProxyType or type(value) is BoundedAttributes:
+        copied = value.copy()  # type: ignore[attr-defined]
+        if type(copied) is dict:
+            return copied
+    return value if type(value) is dict else dict(value)
+
+
+def encode_flat(value: Mapping[str, Any]) -> str | None:
+    """What :func:`encode` writes for a dict, MappingProxyType or BoundedAttributes of
+    simple values (str, int, float, bool, None) with str keys; None when it needs
+    :func:`encode` itself. Lets callers build larger texts from attributes cheaply."""
+    kind = type(value)
+    if kind is not dict:
+        if not isinstance(value, _FLAT_MAPPINGS):
+            return None
+        value = _as_dict(value)
+    return _encode_flat(value)
+
+
+def encode_str(text: str) -> str | None:
+    """What :func:`encode` writes for the str ``text``; None when it needs :func:`encode`
+    (not a str, or a surrogate pair that takes the ``~s`` form)."""
+    if type(text) is not str:
+        return None
+    out = _encode_basestring(text)
+    if out.isascii() or not _ESCAPE.search(out):
+        return out
+    return None if _PAIR.search(text) else _ESCAPE.sub(_escape_char, out)
 
 
 def _encode_flat(value: dict[str, Any]) -> str | None:

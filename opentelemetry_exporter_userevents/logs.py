@@ -37,7 +37,7 @@ _SEVERITY_TEXT, _EVENT_NAME, _BODY, _ATTRIBUTES, _SCOPE = range(5)
 
 def severity_number(readable: ReadableLogRecord) -> int:
     number = readable.log_record.severity_number
-    return number.value if number is not None else 0
+    return number._value_ if number is not None else 0  # _value_: a plain read, unlike .value
 
 
 def encode_log(readable: ReadableLogRecord, resource_id: int, max_size: int) -> tuple[bytes, bool]:
@@ -66,8 +66,8 @@ def encode_log(readable: ReadableLogRecord, resource_id: int, max_size: int) -> 
         record.timestamp or 0,
         record.observed_timestamp or 0,
         resource_id,
-        format(record.trace_id or 0, "032x").encode(),
-        format(record.span_id or 0, "016x").encode(),
+        b"%032x" % (record.trace_id or 0),
+        b"%016x" % (record.span_id or 0),
         dropped,
         severity_number(readable),
         int(record.trace_flags or 0),

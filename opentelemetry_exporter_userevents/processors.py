@@ -17,8 +17,18 @@ from opentelemetry.sdk._logs import LogRecordProcessor, ReadableLogRecord, ReadW
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
+from opentelemetry_exporter_userevents.abi import Registration
 from opentelemetry_exporter_userevents.log_exporter import UserEventsLogExporter
 from opentelemetry_exporter_userevents.span_exporter import UserEventsSpanExporter
+
+_NEVER = memoryview(b"\0\0\0\0").cast("I")
+
+
+def enable_word(registration: Registration | None) -> tuple[memoryview, int]:
+    """Where to read ``registration``'s enable bit; a word that stays 0 without one."""
+    if registration is None:
+        return _NEVER, 0
+    return registration.enable_words, registration.enable_index
 
 
 def _export_now(exporter: UserEventsSpanExporter | UserEventsLogExporter, item: object) -> None:
@@ -36,11 +46,7 @@ class UserEventsSpanProcessor(SpanProcessor):
 
     def __init__(self, exporter: UserEventsSpanExporter | None = None) -> None:
         self.exporter = exporter if exporter is not None else UserEventsSpanExporter()
-        registration = self.exporter.registration
-        self._words = (
-            registration.enable_words if registration else memoryview(b"\0\0\0\0").cast("I")
-        )
-        self._index = registration.enable_index if registration else 0
+        self._words, self._index = enable_word(self.exporter.registration)
 
     def on_end(self, span: ReadableSpan) -> None:
         if not self._words[self._index]:
@@ -61,10 +67,13 @@ class UserEventsLogRecordProcessor(LogRecordProcessor):
 
     def __init__(self, exporter: UserEventsLogExporter | None = None) -> None:
         self.exporter = exporter if exporter is not None else UserEventsLogExporter()
+        # (enable words, index) per severity number 0..24, for one lookup and one read.
+        self._enable = [enable_word(self.exporter.registration_for(n)) for n in range(25)]
 
     def on_emit(self, log_record: ReadWriteLogRecord) -> None:
         number = log_record.log_record.severity_number
-        if not self.exporter.enabled_for(number.value if number is not None else 0):
+        words, index = self._enable[number._value_ if number is not None else 0]
+        if not words[index]:
             return
         readable = ReadableLogRecord(
             log_record=log_record.log_record,

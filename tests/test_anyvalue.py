@@ -12,12 +12,15 @@ from types import MappingProxyType
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from opentelemetry.attributes import BoundedAttributes
 
 from opentelemetry_exporter_userevents.anyvalue import (
     MAX_DEPTH,
     UnsupportedValue,
     decode,
     encode,
+    encode_flat,
+    encode_str,
 )
 
 
@@ -323,3 +326,38 @@ def test_round_trip_property(value):
 def test_fast_path_matches_general_path(value):
     assert encode(value) == encode(Attributes(value)) == encode([value])[1:-1]
     check(value)
+
+
+@settings(max_examples=300)
+@given(st.dictionaries(keys, scalars))
+def test_encode_flat_writes_what_encode_writes_or_declines(value):
+    bounded = BoundedAttributes(attributes=value) if "" not in value else None
+    for mapping in (value, MappingProxyType(value), bounded):
+        if mapping is None:
+            continue
+        text = encode_flat(mapping)
+        if text is not None:
+            assert text == encode(dict(mapping))
+    assert encode_flat(Attributes(value)) is None, "other mappings take the general path"
+
+
+def test_encode_flat_declines_what_needs_the_general_path():
+    assert encode_flat({"a": 1}) == '{"a":1}'
+    assert encode_flat(BoundedAttributes(attributes={"a": 1, "b": (1, 2)})) is None
+    for value in (
+        {"~b": 1},
+        {"a": b"x"},
+        {"a": float("nan")},
+        {"a": 2**2048},
+        {"a": "\ud83d\ude00"},
+    ):
+        assert encode_flat(value) is None, value
+    assert encode_flat({"a": "\ud800"}) == '{"a":"\\ud800"}'
+
+
+@settings(max_examples=300)
+@given(texts)
+def test_encode_str_writes_what_encode_writes_or_declines(text):
+    written = encode_str(text)
+    assert written == encode(text) or (written is None and encode(text).startswith('{"~s"'))
+    assert encode_str(b"x") is None

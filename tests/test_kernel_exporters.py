@@ -352,3 +352,39 @@ def test_without_rights_the_exporter_is_a_quiet_no_op(prefix):
     assert "no permission" in message and "export nothing" in message
     assert result == "SUCCESS"
     assert set(stats.values()) == {0}
+
+
+CONFIGURATOR_APP = """
+import sys
+from opentelemetry import trace
+tracer = trace.get_tracer("e2e")
+with tracer.start_as_current_span("before-attach"):
+    pass
+print("ready", flush=True)
+sys.stdin.readline()
+with tracer.start_as_current_span("after-attach"):
+    pass
+(processor,) = trace.get_tracer_provider()._active_span_processor._span_processors
+print(type(processor).__name__, processor.exporter.stats.written, flush=True)
+"""
+
+
+def test_instrument_with_the_user_events_configurator_writes_once_listened(prefix, data, attach):
+    """opentelemetry-instrument with OTEL_PYTHON_CONFIGURATOR=user_events: nothing is
+    written while detached, and the first span after a listener attaches is."""
+    listened = data.register(SPAN.command(f"{prefix}_span"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env.update(OTEL_PYTHON_CONFIGURATOR="user_events", OTEL_TRACES_EXPORTER="user_events",
+               OTEL_METRICS_EXPORTER="none", OTEL_EXPORTER_USER_EVENTS_PREFIX=prefix)  # fmt: skip
+    instrument = os.path.join(os.path.dirname(sys.executable), "opentelemetry-instrument")
+    with subprocess.Popen(
+        [instrument, sys.executable, "-c", CONFIGURATOR_APP],
+        env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    ) as app:  # fmt: skip
+        assert app.stdout.readline().strip() == "ready"
+        attach(listened)
+        output, _ = app.communicate("go\n", timeout=120)
+
+    assert output.split() == ["UserEventsSpanProcessor", "1"]
+    (line,) = attach.lines(listened)
+    assert "name=after-attach" in line

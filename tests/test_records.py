@@ -8,17 +8,22 @@ import struct
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Link, SpanContext, TraceFlags
+from opentelemetry.trace.span import TraceState
 
-from opentelemetry_exporter_userevents import anyvalue, schema
+from opentelemetry_exporter_userevents import anyvalue, schema, spans
 from opentelemetry_exporter_userevents.logs import encode_log
 from opentelemetry_exporter_userevents.resource import resource_id
 from opentelemetry_exporter_userevents.schema import LOG, RESOURCE, SPAN, decode_plain
 from opentelemetry_exporter_userevents.spans import encode_span
 from tests.records import check_log, check_span, format_of
 from tests.span_fixtures import make_logs, make_spans
+from tests.test_anyvalue import keys, scalars, texts
 
 HEADER = b"\x01\x00\x00\x00\x2a\x00\x00\x00"  # common_type, flags, preempt, pid
 
@@ -198,3 +203,66 @@ def test_unencodable_event_attribute_is_dropped_and_counted_on_the_event():
     assert "bad" not in decoded["attributes"]
     assert decoded["attributes"] == original
     assert decoded["dropped"] == event.dropped_attributes + 1
+
+
+_tracer_memory = InMemorySpanExporter()
+_tracer_provider = TracerProvider()
+_tracer_provider.add_span_processor(SimpleSpanProcessor(_tracer_memory))
+flat_or_not = st.dictionaries(keys.filter(bool), scalars | st.tuples(scalars, scalars), max_size=5)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    events=st.lists(st.tuples(texts, flat_or_not, st.integers(0, 2**64 - 1)), max_size=4),
+    links=st.lists(st.tuples(flat_or_not, st.booleans()), max_size=3),
+)
+def test_fast_event_and_link_texts_match_the_general_path(events, links):
+    """The fast path builds events and links text directly; the general path encodes the
+    dicts that docs/schema.md describes. Both must write the same bytes."""
+    _tracer_memory.clear()
+    span_links = [
+        Link(SpanContext(7, 9, remote, TraceFlags(1), TraceState([("k", "v")])), attributes)
+        for attributes, remote in links
+    ]
+    with _tracer_provider.get_tracer("t").start_as_current_span("s", links=span_links) as span:
+        for name, attributes, timestamp in events:
+            span.add_event(name, attributes, timestamp=timestamp)
+    (finished,) = _tracer_memory.get_finished_spans()
+
+    for items, fast, general in (
+        (finished.events, spans._event_text, spans._event),
+        (finished.links, spans._link_text, spans._link),
+    ):
+        text, parts = spans._encode_list(items, fast, general)
+        assert text == anyvalue.encode([general(item) for item in items]).encode()
+        assert b"[" + b",".join(parts) + b"]" == text
+
+
+def test_fast_path_covers_plain_events_and_links():
+    _tracer_memory.clear()
+    linked = SpanContext(7, 9, True, TraceFlags(1), TraceState([("k", "v")]))
+    tracer = _tracer_provider.get_tracer("t")
+    with tracer.start_as_current_span("s", links=[Link(linked, {"a": 1})]) as span:
+        span.add_event("héllo", {"key": "user:1", "n": 2.5, "ok": True, "none": None})
+    (finished,) = _tracer_memory.get_finished_spans()
+
+    assert spans._event_text(finished.events[0]) == (
+        f'{{"name":"héllo","time_ns":{finished.events[0].timestamp},'
+        '"attributes":{"key":"user:1","n":2.5,"ok":true,"none":null},"dropped":0}'
+    )
+    assert spans._link_text(finished.links[0]) == (
+        '{"trace_id":"00000000000000000000000000000007","span_id":"0000000000000009",'
+        '"trace_flags":1,"trace_state":"k=v","is_remote":true,"attributes":{"a":1},"dropped":0}'
+    )
+
+
+def test_cutting_to_fit_keeps_unencodable_attributes_out():
+    span = _big_span()
+    span._attributes = dict(span.attributes, bad={1, 2})
+
+    payload, truncated = encode_span(span, 1, 2048)
+    values = SPAN.unpack(record(payload), format_of(SPAN, "otel_span.0"))
+
+    attributes = anyvalue.decode(values["attributes"])
+    assert truncated and "bad" not in attributes
+    assert values["dropped_attributes"] == 41 - len(attributes)

@@ -1,0 +1,296 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""The configurations compared, each built fresh: a workload of spans (4 attributes and 1
+event each) or log records (4 attributes each), and what to close afterwards.
+
+The keys follow the issue: a NoOp, b SDK alone, c this exporter not listened to, d this
+exporter with ftrace listening (needs user_events: the test bed), e OTLP protobuf encoding,
+f ConsoleSpanExporter to /dev/null, g the sampler while not listened to (``g_off``: the
+SDK's ALWAYS_OFF, the least any sampler can cost). ``c_batch`` and
+``c_simple`` are the SDK's own processors around this exporter (the drop-in path without
+``OTEL_PYTHON_CONFIGURATOR=user_events``, and a configuration file's ``simple``);
+``c_floor`` is a processor that does nothing, the least any processor costs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from opentelemetry import trace
+from opentelemetry._logs import NoOpLoggerProvider, SeverityNumber
+from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk._logs import (
+    LoggerProvider,
+    LogRecordProcessor,
+    ReadableLogRecord,
+    ReadWriteLogRecord,
+)
+from opentelemetry.sdk._logs.export import (
+    BatchLogRecordProcessor,
+    ConsoleLogRecordExporter,
+    LogRecordExporter,
+    LogRecordExportResult,
+    SimpleLogRecordProcessor,
+)
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    ConsoleSpanExporter,
+    SimpleSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+from opentelemetry.trace import SpanKind
+
+from opentelemetry_exporter_userevents import (
+    UserEventsLogExporter,
+    UserEventsLogRecordProcessor,
+    UserEventsSampler,
+    UserEventsSpanExporter,
+    UserEventsSpanProcessor,
+)
+from opentelemetry_exporter_userevents.abi import Registration, Tracefs
+
+ATTRIBUTES = {
+    "http.request.method": "GET",
+    "http.response.status_code": 200,
+    "url.path": "/cart/4",
+    "server.address": "shop.example",
+}
+EVENT_ATTRIBUTES = {"items": 4}
+RESOURCE = Resource({"service.name": "checkout", "host.name": "bench"})
+PREFIX = "bench"
+"""Each configuration registers its own tracepoints (``bench_c_span``, ...): a listener of
+one must not make another one listened."""
+
+LABELS = {
+    "spans": {
+        "a": "NoOp tracer",
+        "b": "SDK, no processor",
+        "c": "SDK + user_events, nobody listening",
+        "c_floor": "SDK + a processor that does nothing (any processor's floor)",
+        "c_batch": "SDK + BatchSpanProcessor(user_events), nobody listening",
+        "c_simple": "SDK + SimpleSpanProcessor(user_events), nobody listening",
+        "d": "SDK + user_events, ftrace listening",
+        "e": "SDK + OTLP protobuf encoding",
+        "f": "SDK + ConsoleSpanExporter to /dev/null",
+        "g": "SDK + sampler and user_events, nobody listening",
+        "g_off": "SDK + ALWAYS_OFF sampler (any sampler's floor)",
+    },
+    "logs": {
+        "a": "NoOp logger",
+        "b": "SDK, no processor",
+        "c": "SDK + user_events, nobody listening",
+        "c_floor": "SDK + a processor that does nothing (any processor's floor)",
+        "c_batch": "SDK + BatchLogRecordProcessor(user_events), nobody listening",
+        "c_simple": "SDK + SimpleLogRecordProcessor(user_events), nobody listening",
+        "d": "SDK + user_events, ftrace listening",
+        "e": "SDK + OTLP protobuf encoding",
+        "f": "SDK + ConsoleLogRecordExporter to /dev/null",
+    },
+}
+
+
+@dataclass
+class Setup:
+    key: str
+    run: Callable[[int], None]
+    """Does ``n`` operations (spans or log records)."""
+    closers: list[Callable[[], object]] = field(default_factory=list)
+
+    def close(self) -> None:
+        for closer in reversed(self.closers):
+            closer()
+
+
+# --- The work ---------------------------------------------------------------------------
+
+
+def span_workload(tracer: trace.Tracer) -> Callable[[int], None]:
+    def run(n: int) -> None:
+        for _ in range(n):
+            with tracer.start_as_current_span(
+                "GET /cart/{id}", kind=SpanKind.SERVER, attributes=ATTRIBUTES
+            ) as span:
+                span.add_event("cart loaded", EVENT_ATTRIBUTES)
+
+    return run
+
+
+def log_workload(logger: object) -> Callable[[int], None]:
+    emit = logger.emit  # type: ignore[attr-defined]
+
+    def run(n: int) -> None:
+        for _ in range(n):
+            emit(
+                severity_number=SeverityNumber.INFO,
+                severity_text="INFO",
+                body="cart loaded",
+                attributes=ATTRIBUTES,
+            )
+
+    return run
+
+
+# --- Exporters that stand for the alternatives ------------------------------------------
+
+
+class OtlpEncodingSpanExporter(SpanExporter):
+    """What an OTLP exporter does before the network: encode the spans to protobuf."""
+
+    def __init__(self) -> None:
+        self.encoded = 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.encoded += len(encode_spans(spans).SerializeToString())
+        return SpanExportResult.SUCCESS
+
+
+class OtlpEncodingLogExporter(LogRecordExporter):
+    def __init__(self) -> None:
+        self.encoded = 0
+
+    def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
+        self.encoded += len(encode_logs(batch).SerializeToString())
+        return LogRecordExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+class NothingLogRecordProcessor(LogRecordProcessor):
+    """What any processor costs at least: the SDK's call into it (the SDK's SpanProcessor
+    base class does nothing; its LogRecordProcessor is abstract)."""
+
+    def on_emit(self, log_record: ReadWriteLogRecord) -> None:
+        pass
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+# --- ftrace listening --------------------------------------------------------------------
+
+
+class Listening:
+    """ftrace attached to some tracepoints, in a tracefs instance of its own."""
+
+    def __init__(self, registrations: Sequence[Registration | None]) -> None:
+        tracefs = Tracefs.find()
+        if tracefs is None or any(r is None or not r.tracepoint for r in registrations):
+            raise RuntimeError("listening needs user_events (run it in the test bed)")
+        self.tracefs = tracefs
+        self.instance = f"bench_{os.getpid()}"
+        os.mkdir(os.path.join(tracefs.path, "instances", self.instance))
+        self.attached = [(r.system, r.tracepoint) for r in registrations if r and r.tracepoint]
+        for system, name in self.attached:
+            tracefs.set_enabled(system, name, True, self.instance)
+
+    def close(self) -> None:
+        for system, name in self.attached:
+            self.tracefs.set_enabled(system, name, False, self.instance)
+        os.rmdir(os.path.join(self.tracefs.path, "instances", self.instance))
+
+
+# --- The configurations ------------------------------------------------------------------
+
+
+def span_setup(key: str) -> Setup:
+    """A fresh configuration ``key`` of the span benchmark."""
+    if key == "a":
+        return Setup(key, span_workload(trace.NoOpTracerProvider().get_tracer("checkout")))
+    prefix = f"{PREFIX}_{key}"
+    sampler = UserEventsSampler(prefix=prefix) if key == "g" else None
+    provider = TracerProvider(resource=RESOURCE, sampler=ALWAYS_OFF if key == "g_off" else sampler)
+    setup = Setup(key, span_workload(provider.get_tracer("checkout", "1.0.0")))
+    setup.closers.append(provider.shutdown)
+    if sampler is not None:
+        setup.closers.append(sampler.close)
+    if key in ("c", "d", "g"):
+        exporter = UserEventsSpanExporter(prefix=prefix)
+        provider.add_span_processor(UserEventsSpanProcessor(exporter))
+        if key == "d":
+            listening = Listening(
+                [exporter.registration, exporter._writer.registrations["resource"]]
+            )
+            setup.closers.append(listening.close)
+    elif key == "c_floor":
+        provider.add_span_processor(SpanProcessor())
+    elif key == "c_batch":
+        provider.add_span_processor(BatchSpanProcessor(UserEventsSpanExporter(prefix=prefix)))
+    elif key == "c_simple":
+        provider.add_span_processor(SimpleSpanProcessor(UserEventsSpanExporter(prefix=prefix)))
+    elif key == "e":
+        provider.add_span_processor(SimpleSpanProcessor(OtlpEncodingSpanExporter()))
+    elif key == "f":
+        devnull = open(os.devnull, "w")  # noqa: SIM115 - closed by the setup
+        provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(out=devnull)))
+        setup.closers.insert(0, devnull.close)
+    elif key not in ("b", "g_off"):
+        raise ValueError(f"no span configuration {key!r}")
+    return setup
+
+
+def log_setup(key: str) -> Setup:
+    """A fresh configuration ``key`` of the log benchmark (no ``g``: samplers are for spans)."""
+    if key == "a":
+        return Setup(key, log_workload(NoOpLoggerProvider().get_logger("checkout")))
+    prefix = f"{PREFIX}_{key}"
+    provider = LoggerProvider(resource=RESOURCE)
+    setup = Setup(key, log_workload(provider.get_logger("checkout", "1.0.0")))
+    setup.closers.append(provider.shutdown)
+    if key in ("c", "d"):
+        exporter = UserEventsLogExporter(prefix=prefix)
+        provider.add_log_record_processor(UserEventsLogRecordProcessor(exporter))
+        if key == "d":
+            registrations = [
+                exporter.registrations["info"],
+                exporter._writer.registrations["resource"],
+            ]
+            listening = Listening(registrations)
+            setup.closers.append(listening.close)
+    elif key == "c_floor":
+        provider.add_log_record_processor(NothingLogRecordProcessor())
+    elif key == "c_batch":
+        exporter = UserEventsLogExporter(prefix=prefix)
+        provider.add_log_record_processor(BatchLogRecordProcessor(exporter))
+    elif key == "c_simple":
+        exporter = UserEventsLogExporter(prefix=prefix)
+        provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
+    elif key == "e":
+        provider.add_log_record_processor(SimpleLogRecordProcessor(OtlpEncodingLogExporter()))
+    elif key == "f":
+        devnull = open(os.devnull, "w")  # noqa: SIM115 - closed by the setup
+        exporter = ConsoleLogRecordExporter(out=devnull)
+        provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
+        setup.closers.insert(0, devnull.close)
+    elif key != "b":
+        raise ValueError(f"no log configuration {key!r}")
+    return setup
+
+
+HOST_KEYS = ("a", "b", "c", "c_floor", "c_batch", "c_simple", "e", "f", "g", "g_off")
+GUEST_KEYS = ("a", "b", "c", "c_floor", "d", "e", "f", "g", "g_off")
+SETUPS = {"spans": span_setup, "logs": log_setup}
+
+
+def keys_for(signal: str, keys: Sequence[str]) -> list[str]:
+    return [k for k in keys if k in LABELS[signal]]
+
+
+def quiet() -> None:
+    """The exporters warn once when user_events is unavailable (on the host): expected."""
+    logging.getLogger("opentelemetry_exporter_userevents").setLevel(logging.ERROR)

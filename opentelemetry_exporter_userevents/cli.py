@@ -1,0 +1,349 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""``otel-userevents``: see what is registered, and record spans and logs from tracefs.
+
+``status`` lists our tracepoints, their format versions and who listens. ``record``
+reads them through a private tracefs instance (:mod:`reader`), rebuilds spans and logs
+(:mod:`rebuild`) and writes OTLP/JSON lines, a tree view, or hands them to any installed
+OpenTelemetry exporter by its entry-point name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from importlib.metadata import entry_points
+from typing import Any, TextIO
+
+from opentelemetry.sdk._logs import ReadableLogRecord
+from opentelemetry.sdk.trace import ReadableSpan
+
+from opentelemetry_exporter_userevents import otlp_json
+from opentelemetry_exporter_userevents.abi import (
+    USER_EVENTS_MULTI_SYSTEM,
+    USER_EVENTS_SYSTEM,
+    Tracefs,
+    parse_format,
+)
+from opentelemetry_exporter_userevents.decoder import RecordDecoder
+from opentelemetry_exporter_userevents.environment_variables import (
+    OTEL_EXPORTER_USER_EVENTS_PREFIX,
+    OTEL_EXPORTER_USER_EVENTS_TRACEFS,
+)
+from opentelemetry_exporter_userevents.reader import ReaderError, TraceReader
+from opentelemetry_exporter_userevents.rebuild import Rebuilder, Telemetry
+from opentelemetry_exporter_userevents.tree_view import TreeView
+
+POLL_INTERVAL = 0.2
+PROGRESS_INTERVAL = 2.0
+
+
+class _Stop(Exception):
+    """SIGTERM or SIGHUP: stop recording and clean up, like Ctrl-C."""
+
+
+def _raise_stop(signum: int, frame: Any) -> None:
+    raise _Stop(signal.Signals(signum).name)
+
+
+# --- outputs -----------------------------------------------------------------------------
+
+
+class OtlpJsonOutput:
+    """One ExportTraceServiceRequest line and one ExportLogsServiceRequest line per batch."""
+
+    def __init__(self, out: TextIO) -> None:
+        otlp_json.require()
+        self.out = out
+        self.failed = 0
+        """Spans and logs the OTLP encoder could not carry, left out."""
+
+    def write(self, items: Sequence[Telemetry]) -> None:
+        spans = [i for i in items if isinstance(i, ReadableSpan)]
+        logs = [i for i in items if isinstance(i, ReadableLogRecord)]
+        for encode, batch in ((otlp_json.spans_request, spans), (otlp_json.logs_request, logs)):
+            if not batch:
+                continue
+            request, skipped = otlp_json.skipping_unrepresentable(encode, batch)
+            self.failed += skipped
+            if request is not None:
+                self.out.write(otlp_json.dumps(request) + "\n")
+        self.out.flush()
+
+    def close(self) -> None:
+        pass
+
+
+class TreeOutput:
+    def __init__(self, out: TextIO) -> None:
+        self.view = TreeView(out)
+        self.failed = 0
+
+    def write(self, items: Sequence[Telemetry]) -> None:
+        self.view.add(items)
+
+    def close(self) -> None:
+        self.view.flush()
+
+
+class ExporterOutput:
+    """Hands batches to the span and log exporters registered under ``name`` (the entry
+    points ``OTEL_TRACES_EXPORTER`` and ``OTEL_LOGS_EXPORTER`` use), configured by their
+    own environment variables (``OTEL_EXPORTER_OTLP_*`` for ``otlp``)."""
+
+    def __init__(self, name: str) -> None:
+        if name == "user_events":
+            raise ValueError("re-exporting to user_events would feed the reader its own output")
+        self.name = name
+        self.spans = _load_exporter("opentelemetry_traces_exporter", name)
+        self.logs = _load_exporter("opentelemetry_logs_exporter", name)
+        if self.spans is None and self.logs is None:
+            known = sorted(
+                {e.name for e in entry_points(group="opentelemetry_traces_exporter")}
+                | {e.name for e in entry_points(group="opentelemetry_logs_exporter")}
+            )
+            raise ValueError(f"no exporter named {name!r}; installed: {', '.join(known)}")
+        self.failed = 0
+        """Spans and logs the exporters did not take."""
+
+    def write(self, items: Sequence[Telemetry]) -> None:
+        spans = [i for i in items if isinstance(i, ReadableSpan)]
+        logs = [i for i in items if isinstance(i, ReadableLogRecord)]
+        for exporter, batch in ((self.spans, spans), (self.logs, logs)):
+            if exporter is None or not batch:
+                continue
+            try:
+                result = exporter.export(batch)
+            except Exception:  # noqa: BLE001 - a third-party exporter; count, keep reading
+                result = None
+            if getattr(result, "name", None) != "SUCCESS":
+                self.failed += len(batch)
+
+    def close(self) -> None:
+        for exporter in (self.spans, self.logs):
+            if exporter is not None:
+                exporter.shutdown()
+
+
+def _load_exporter(group: str, name: str) -> Any:
+    for entry in entry_points(group=group, name=name):
+        return entry.load()()
+    return None
+
+
+# --- commands ----------------------------------------------------------------------------
+
+
+def _tracefs(args: argparse.Namespace) -> Tracefs:
+    path = args.tracefs or os.environ.get(OTEL_EXPORTER_USER_EVENTS_TRACEFS)
+    found = Tracefs(path) if path else Tracefs.find()
+    if found is None:
+        raise ReaderError(
+            "tracefs is not mounted: mount it with "
+            "'mount -t tracefs nodev /sys/kernel/tracing' (as root)"
+        )
+    return found
+
+
+def status(args: argparse.Namespace, out: TextIO) -> int:
+    """Our tracepoints, their format versions, and who listens to each."""
+    tracefs = _tracefs(args)
+    if not os.path.exists(os.path.join(tracefs.path, "user_events_data")):
+        if not os.access(tracefs.path, os.R_OK | os.X_OK):
+            raise ReaderError(f"permission denied reading {tracefs.path}: run as root")
+        raise ReaderError("this kernel has no user_events (needs CONFIG_USER_EVENTS=y)")
+    try:
+        users = _status_users(tracefs.status())
+    except PermissionError:
+        raise ReaderError(f"permission denied reading {tracefs.path}: run as root") from None
+    decoder = RecordDecoder(args.prefix)
+    instances = tracefs.instances()
+    out.write(f"tracefs: {tracefs.path}\n")
+    shown = 0
+    for system in (USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM):
+        for name in tracefs.events(system):
+            known = decoder.kind_of(name)
+            if known is None or (system == USER_EVENTS_MULTI_SYSTEM and "." not in name):
+                continue
+            shown += 1
+            kind, schema = known
+            try:
+                fmt = parse_format(_read(os.path.join(tracefs.event_dir(system, name), "format")))
+                schema.decoder(fmt)
+                version = f"id {fmt.id}, {len(fmt.fields)} fields, {schema.name} schema"
+            except ValueError as error:
+                version = f"not our schema ({error})"
+            except OSError:
+                version = "gone"
+            listeners = [u for u in users.get(name, ()) if u != "ftrace"]
+            for where in [None, *instances]:
+                try:
+                    state = _read(os.path.join(tracefs.event_dir(system, name, where), "enable"))
+                except OSError:
+                    continue
+                if state.strip().startswith("1"):
+                    listeners.append(f"ftrace ({'instance ' + where if where else 'global'})")
+            if "ftrace" in users.get(name, ()) and not any("ftrace" in x for x in listeners):
+                listeners.append("ftrace")
+            out.write(f"{system}/{name}: {kind}, {version}\n")
+            out.write(f"  listeners: {', '.join(listeners) if listeners else 'none'}\n")
+    if not shown:
+        out.write(f"no {args.prefix}_* tracepoints are registered\n")
+    return 0
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
+def _status_users(text: str) -> dict[str, list[str]]:
+    """``user_events_status`` lines: ``name # Used by ftrace perf`` -> {name: [...]}."""
+    users: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        name, _, used = line.partition(" # Used by")
+        if used:
+            users[name.strip()] = used.split()
+    return users
+
+
+def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Read until the duration ends, Ctrl-C, SIGTERM or SIGHUP; write what was rebuilt."""
+    if args.exporter:
+        output: Any = ExporterOutput(args.exporter)
+    elif args.format == "tree":
+        output = TreeOutput(out)
+    else:
+        output = OtlpJsonOutput(out)
+    reader = TraceReader(
+        _tracefs(args), args.prefix, args.filter, args.buffer_size_kb, args.rescan_interval
+    )
+    rebuilder = Rebuilder(resource_wait=args.resource_wait)
+    previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+    started = time.monotonic()
+    stop_reason = "duration"
+    try:
+        reader.start()
+        for name, reason in {**reader.filter_rejected, **reader.incompatible}.items():
+            err.write(f"otel-userevents: not recording {name}: {reason}\n")
+        if args.ready_file:  # tests and scripts wait for this before they start writing
+            with open(args.ready_file, "w") as f:
+                f.write(reader.instance)
+        deadline = started + args.duration if args.duration else None
+        next_progress = started + PROGRESS_INTERVAL
+        while True:
+            try:
+                records = reader.read()
+                output.write(rebuilder.add(records))
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    break
+                if (args.progress or err.isatty()) and now >= next_progress:
+                    err.write(_summary(reader, rebuilder, output, now - started, "") + "\n")
+                    err.flush()
+                    next_progress = now + PROGRESS_INTERVAL
+                if not records:
+                    time.sleep(POLL_INTERVAL)
+            except KeyboardInterrupt:
+                stop_reason = "interrupted"
+                break
+            except _Stop as signalled:
+                stop_reason = str(signalled)
+                break
+        output.write(rebuilder.add(reader.read()))
+        output.write(rebuilder.flush())
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        reader.close()
+        output.close()
+    if reader.cleanup_error:
+        err.write(f"otel-userevents: {reader.cleanup_error}\n")
+    err.write(_summary(reader, rebuilder, output, time.monotonic() - started, stop_reason) + "\n")
+    err.flush()
+    return 0
+
+
+def _summary(
+    reader: TraceReader, rebuilder: Rebuilder, output: Any, elapsed: float, stop: str
+) -> str:
+    decoded = reader.decoder.stats
+    rebuilt = rebuilder.stats
+    rate = decoded.records / elapsed if elapsed > 0 else 0.0
+    parts = [
+        f"{decoded.records} records in {elapsed:.1f} s ({rate:.0f}/s)",
+        f"lost {reader.lost}",
+        f"{rebuilt.spans} spans and {rebuilt.logs} logs rebuilt",
+        f"{rebuilt.resources} resources",
+    ]
+    for label, count in (
+        ("without resource", rebuilt.without_resource),
+        ("truncated by the writer", rebuilt.truncated),
+        ("invalid", rebuilt.invalid),
+        ("undecodable", decoded.undecodable),
+        ("corrupt pages", decoded.corrupt_pages),
+        ("waiting for a resource", rebuilder.pending),
+        ("not written (the output refused them)", output.failed),
+    ):
+        if count:
+            parts.append(f"{count} {label}")
+    head = "otel-userevents: " + ("stopped (" + stop + "): " if stop else "")
+    return head + ", ".join(parts)
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="otel-userevents",
+        description="Read OpenTelemetry spans and logs written as Linux user_events.",
+    )
+    top.add_argument("--tracefs", help="tracefs mount point (default: found in /proc/mounts)")
+    top.add_argument(
+        "--prefix",
+        default=os.environ.get(OTEL_EXPORTER_USER_EVENTS_PREFIX, "otel"),
+        help="tracepoint name prefix the exporters use (default: otel)",
+    )
+    commands = top.add_subparsers(dest="command", required=True)
+    commands.add_parser("status", help="registered tracepoints, versions and listeners")
+    rec = commands.add_parser("record", help="record spans and logs")
+    rec.add_argument("--duration", type=float, help="seconds to record (default: until Ctrl-C)")
+    rec.add_argument("--output", "-o", help="write here instead of stdout")
+    rec.add_argument("--format", choices=("otlp-json", "tree"), default="otlp-json")
+    rec.add_argument(
+        "--filter",
+        help="kernel event filter for span and log tracepoints, e.g. 'status_code == 2' or "
+        "'duration_ns > 1000000'; tracepoints without those fields are not recorded",
+    )
+    rec.add_argument(
+        "--exporter", help="re-export through this OpenTelemetry exporter, e.g. otlp, console"
+    )
+    rec.add_argument("--buffer-size-kb", type=int, help="per-CPU ring buffer size (KiB)")
+    rec.add_argument(
+        "--progress", action="store_true", help="a progress line every 2 s (always on a terminal)"
+    )
+    rec.add_argument("--rescan-interval", type=float, default=0.5, help=argparse.SUPPRESS)
+    rec.add_argument("--resource-wait", type=float, default=11.0, help=argparse.SUPPRESS)
+    rec.add_argument("--ready-file", help=argparse.SUPPRESS)
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        if args.command == "status":
+            return status(args, sys.stdout)
+        if args.output:
+            with open(args.output, "w", encoding="utf-8") as out:
+                return record(args, out, sys.stderr)
+        return record(args, sys.stdout, sys.stderr)
+    except (ReaderError, ValueError, ImportError) as error:
+        sys.stderr.write(f"otel-userevents: {error}\n")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

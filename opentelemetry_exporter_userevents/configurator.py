@@ -1,0 +1,167 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""The drop-in path with the enable-bit-first processors: ``OTEL_PYTHON_CONFIGURATOR=user_events``.
+
+The SDK's configurator, which ``opentelemetry-instrument`` runs, wraps every exporter named
+in ``OTEL_TRACES_EXPORTER`` in a ``BatchSpanProcessor``: each span is queued before the
+exporter can check the enable bit, which costs a fifth or more of a span's own cost even
+while nobody listens. This configurator is the SDK's, except that ``user_events``
+exporters get :class:`UserEventsSpanProcessor` and :class:`UserEventsLogRecordProcessor`;
+other exporters keep the batch processors. With ``OTEL_CONFIG_FILE``, the file's
+``simple`` or ``batch`` processors around a ``user_events`` exporter are replaced the same
+way (:func:`configure_sdk`).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+import os
+from typing import Any
+
+from opentelemetry import _logs, trace
+from opentelemetry.sdk._configuration import _initialize_components, _OTelSDKConfigurator
+from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter
+from opentelemetry.sdk.environment_variables import OTEL_CONFIG_FILE
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+
+from opentelemetry_exporter_userevents.log_exporter import UserEventsLogExporter
+from opentelemetry_exporter_userevents.processors import (
+    UserEventsLogRecordProcessor,
+    UserEventsSpanProcessor,
+)
+from opentelemetry_exporter_userevents.span_exporter import UserEventsSpanExporter
+
+_logger = logging.getLogger(__name__)
+
+NAME = "user_events"
+"""The exporter's entry-point name, in OTEL_TRACES_EXPORTER and in configuration files."""
+
+
+class UserEventsConfigurator(_OTelSDKConfigurator):
+    """The SDK's configurator, with enable-bit-first processors for ``user_events``."""
+
+    def _configure(self, **kwargs: Any) -> None:
+        config_file = os.environ.get(OTEL_CONFIG_FILE)
+        if config_file:
+            ignored = sorted(set(kwargs) - {"auto_instrumentation_version"})
+            if ignored:
+                _logger.warning("%s is set; ignoring configurator kwargs %s", OTEL_CONFIG_FILE,
+                                ignored)  # fmt: skip
+            configure_file(config_file)
+            return
+        _initialize_components(**with_processors(kwargs))
+
+
+def with_processors(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``_initialize_components`` arguments that put user_events exporters in the
+    enable-bit-first processors and other exporters in the processors given (or batch)."""
+    span_fallback = kwargs.get("export_span_processor") or BatchSpanProcessor
+    log_fallback = kwargs.get("export_log_record_processor") or BatchLogRecordProcessor
+
+    def span_processor(exporter: SpanExporter, *args: Any, **options: Any) -> SpanProcessor:
+        if isinstance(exporter, UserEventsSpanExporter):
+            return UserEventsSpanProcessor(exporter)
+        return span_fallback(exporter, *args, **options)
+
+    def log_processor(
+        exporter: LogRecordExporter, *args: Any, **options: Any
+    ) -> LogRecordProcessor:
+        if isinstance(exporter, UserEventsLogExporter):
+            return UserEventsLogRecordProcessor(exporter)
+        return log_fallback(exporter, *args, **options)
+
+    return {
+        **kwargs,
+        "export_span_processor": span_processor,
+        "export_log_record_processor": log_processor,
+    }
+
+
+def configure_file(path: str) -> None:
+    """Load a declarative configuration file and apply it with :func:`configure_sdk`."""
+    try:
+        from opentelemetry.configuration import load_config_file  # noqa: PLC0415 - optional
+    except ImportError as exc:
+        raise RuntimeError(
+            f"{OTEL_CONFIG_FILE} is set but opentelemetry-configuration is not installed. "
+            "Install it with: pip install opentelemetry-configuration"
+        ) from exc
+    configure_sdk(load_config_file(path))
+
+
+def configure_sdk(config: Any) -> None:
+    """``opentelemetry.configuration.configure_sdk``, except that each ``simple`` or
+    ``batch`` processor around a ``user_events`` exporter becomes an enable-bit-first
+    processor, added to the provider after the file's other processors.
+
+    ``config`` is an ``OpenTelemetryConfiguration``; it is not modified.
+    """
+    from opentelemetry.configuration import configure_sdk as configure  # noqa: PLC0415
+
+    config = copy.copy(config)
+    span_settings = _take(config, "tracer_provider")
+    log_settings = _take(config, "logger_provider")
+    configure(config)
+    if config.disabled:
+        return
+    if span_settings:
+        provider = trace.get_tracer_provider()
+        if _is_sdk(provider, TracerProvider):
+            for settings in span_settings:
+                exporter = UserEventsSpanExporter(**settings)
+                provider.add_span_processor(UserEventsSpanProcessor(exporter))
+    if log_settings:
+        provider = _logs.get_logger_provider()
+        if _is_sdk(provider, LoggerProvider):
+            for settings in log_settings:
+                exporter = UserEventsLogExporter(**settings)
+                provider.add_log_record_processor(UserEventsLogRecordProcessor(exporter))
+
+
+def _take(config: Any, section: str) -> list[dict[str, Any]]:
+    """Remove the user_events processors from ``config.<section>`` (copying what changes);
+    return each one's exporter settings, in order."""
+    provider = getattr(config, section)
+    if provider is None:
+        return []
+    kept, taken = [], []
+    for processor in provider.processors:
+        settings = _user_events_settings(processor)
+        if settings is None:
+            kept.append(processor)
+        else:
+            taken.append(settings)
+    if taken:
+        provider = copy.copy(provider)
+        provider.processors = kept
+        setattr(config, section, provider)
+    return taken
+
+
+def _user_events_settings(processor: Any) -> dict[str, Any] | None:
+    """The exporter settings of a simple or batch processor whose exporter is the
+    user_events plugin, as the configuration package would load it; else None."""
+    inner = getattr(processor, "simple", None) or getattr(processor, "batch", None)
+    exporter = getattr(inner, "exporter", None)
+    if exporter is None or not dataclasses.is_dataclass(exporter):
+        return None
+    if any(getattr(exporter, f.name) is not None for f in dataclasses.fields(exporter)):
+        return None  # a built-in exporter (otlp_http, console, ...) takes precedence
+    plugins = getattr(exporter, "additional_properties", None) or {}
+    name = next(iter(plugins), None)
+    if name != NAME:
+        return None
+    return dict(plugins[name] or {})
+
+
+def _is_sdk(provider: object, kind: type) -> bool:
+    if isinstance(provider, kind):
+        return True
+    _logger.warning("user_events: the global provider is no SDK %s; processors not added",
+                    kind.__name__)  # fmt: skip
+    return False

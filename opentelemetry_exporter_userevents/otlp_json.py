@@ -1,0 +1,98 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""OTLP/JSON: ``ExportTraceServiceRequest`` and ``ExportLogsServiceRequest`` as JSON lines.
+
+This is what the OpenTelemetry Collector's file exporter writes and its ``otlpjsonfile``
+receiver reads: the protobuf JSON mapping with lowerCamelCase names, enums as integers,
+64-bit integers as strings, and (unlike plain protobuf JSON) trace and span ids as hex
+(OTLP specification, "JSON Protobuf Encoding"). Spans and logs go through the OTLP
+exporters' own encoder (opentelemetry-exporter-otlp-proto-common), so the result is the
+same as any OTLP exporter would send.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from opentelemetry.sdk._logs import ReadableLogRecord
+from opentelemetry.sdk.trace import ReadableSpan
+
+try:
+    from google.protobuf.json_format import MessageToDict
+    from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+except ImportError as error:  # pragma: no cover - depends on the installed extras
+    _MISSING: ImportError | None = error
+else:
+    _MISSING = None
+
+T = TypeVar("T")
+_ID_KEYS = ("traceId", "spanId", "parentSpanId")
+
+
+def require() -> None:
+    """Raise ImportError with the install hint if the OTLP encoder is not installed."""
+    if _MISSING is not None:
+        raise ImportError(
+            "OTLP/JSON output needs opentelemetry-exporter-otlp-proto-common: "
+            "pip install 'opentelemetry-exporter-userevents[reader]'"
+        ) from _MISSING
+
+
+def spans_request(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
+    """An ExportTraceServiceRequest, as the JSON object OTLP/JSON defines."""
+    require()
+    request = MessageToDict(encode_spans(spans), use_integers_for_enums=True)
+    for resource_spans in request.get("resourceSpans", ()):
+        for scope_spans in resource_spans.get("scopeSpans", ()):
+            for span in scope_spans.get("spans", ()):
+                _hex_ids(span)
+                for link in span.get("links", ()):
+                    _hex_ids(link)
+    return request
+
+
+def logs_request(logs: Sequence[ReadableLogRecord]) -> dict[str, Any]:
+    """An ExportLogsServiceRequest, as the JSON object OTLP/JSON defines."""
+    require()
+    request = MessageToDict(encode_logs(logs), use_integers_for_enums=True)
+    for resource_logs in request.get("resourceLogs", ()):
+        for scope_logs in resource_logs.get("scopeLogs", ()):
+            for record in scope_logs.get("logRecords", ()):
+                _hex_ids(record)
+    return request
+
+
+def skipping_unrepresentable(
+    request: Callable[[Sequence[T]], dict[str, Any]], items: Sequence[T]
+) -> tuple[dict[str, Any] | None, int]:
+    """``request(items)``, leaving out the items OTLP cannot carry (the encoder raises, for
+    example, on a log body that is an integer beyond 64 bits); and how many were left out.
+    The OTLP encoder itself leaves out such attributes, with a logged error."""
+    try:
+        return request(items), 0
+    except Exception:  # noqa: BLE001 - the encoder raises bare Exception for unknown types
+        pass
+    good = []
+    for item in items:
+        try:
+            request([item])
+        except Exception:  # noqa: BLE001
+            continue
+        good.append(item)
+    return (request(good) if good else None), len(items) - len(good)
+
+
+def dumps(request: dict[str, Any]) -> str:
+    """One request as one line of JSON."""
+    return json.dumps(request, separators=(",", ":"))  # ASCII: lone surrogates stay valid
+
+
+def _hex_ids(message: dict[str, Any]) -> None:
+    for key in _ID_KEYS:
+        if key in message:
+            message[key] = base64.b64decode(message[key]).hex()

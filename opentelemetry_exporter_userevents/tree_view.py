@@ -1,0 +1,151 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""A human view of rebuilt telemetry: each trace as a tree of spans, and log lines.
+
+A trace is printed when its local root ends (children end first, so by then the tree is
+whole); spans whose root never arrives are printed by :meth:`TreeView.flush`. Logs are
+printed as they come.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable, Mapping
+from typing import Any, TextIO
+
+from opentelemetry.sdk._logs import ReadableLogRecord
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import StatusCode
+
+KEY_ATTRIBUTES = 4
+"""Attributes shown per span or log line."""
+_VALUE_WIDTH = 40
+
+
+def _time(ns: int | None) -> str:
+    if not ns:
+        return "-"
+    when = datetime.datetime.fromtimestamp(ns / 1e9, datetime.timezone.utc)
+    return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _value(value: Any, width: int = _VALUE_WIDTH) -> str:
+    text = repr(value) if not isinstance(value, str) else value
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _attributes(attributes: Mapping[str, Any] | None) -> str:
+    if not attributes:
+        return ""
+    shown = [f"{_value(k)}={_value(v)}" for k, v in list(attributes.items())[:KEY_ATTRIBUTES]]
+    more = len(attributes) - KEY_ATTRIBUTES
+    return " ".join(shown) + (f" (+{more})" if more > 0 else "")
+
+
+def _duration(span: ReadableSpan) -> str:
+    ns = max((span.end_time or 0) - (span.start_time or 0), 0)
+    if ns >= 1_000_000_000:
+        return f"{ns / 1e9:.3f} s"
+    if ns >= 1_000_000:
+        return f"{ns / 1e6:.3f} ms"
+    return f"{ns / 1e3:.1f} µs"
+
+
+def _status(span: ReadableSpan) -> str:
+    code = span.status.status_code
+    if code is StatusCode.ERROR:
+        return f"ERROR: {span.status.description}" if span.status.description else "ERROR"
+    return code.name
+
+
+def _service(resource: Any) -> str:
+    return str(resource.attributes.get("service.name", "")) if resource else ""
+
+
+class TreeView:
+    """Writes spans as trace trees and logs as lines to ``out``."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self._traces: dict[int, list[ReadableSpan]] = {}
+
+    def add(self, items: Iterable[ReadableSpan | ReadableLogRecord]) -> None:
+        for item in items:
+            if isinstance(item, ReadableLogRecord):
+                self.out.write(self.log_line(item) + "\n")
+                continue
+            spans = self._traces.setdefault(item.context.trace_id, [])
+            spans.append(item)
+            if item.parent is None or item.parent.is_remote:
+                self._print_trace(self._traces.pop(item.context.trace_id))
+        self.out.flush()
+
+    def flush(self) -> None:
+        """Print the spans still waiting for their root."""
+        for trace_id in list(self._traces):
+            self._print_trace(self._traces.pop(trace_id))
+        self.out.flush()
+
+    def _print_trace(self, spans: list[ReadableSpan]) -> None:
+        ids = {span.context.span_id for span in spans}
+        children: dict[int, list[ReadableSpan]] = {}
+        roots = []
+        for span in sorted(spans, key=lambda s: s.start_time or 0):
+            if span.parent is not None and span.parent.span_id in ids:
+                children.setdefault(span.parent.span_id, []).append(span)
+            else:
+                roots.append(span)
+        first = roots[0]
+        self.out.write(f"trace {first.context.trace_id:032x}  {_service(first.resource)}\n")
+        for root in roots:
+            note = ""
+            if root.parent is not None and not root.parent.is_remote:
+                note = f"  (parent {root.parent.span_id:016x} not seen)"
+            self._print_span(root, children, "  ", "", note)
+
+    def _print_span(
+        self,
+        span: ReadableSpan,
+        children: dict[int, list[ReadableSpan]],
+        indent: str,
+        branch: str,
+        note: str = "",
+    ) -> None:
+        attributes = _attributes(span.attributes)
+        self.out.write(
+            f"{indent}{branch}{span.name}  {span.kind.name.lower()}  {_duration(span)}"
+            f"  [{_status(span)}]{'  ' + attributes if attributes else ''}{note}\n"
+        )
+        inner = indent + ("│  " if branch == "├─ " else "   " if branch else "")
+        for event in span.events:
+            self.out.write(
+                f"{inner}   • {event.name} {_time(event.timestamp)}"
+                f"  {_attributes(event.attributes)}\n".rstrip(" ")
+            )
+        kids = children.get(span.context.span_id, [])
+        for number, child in enumerate(kids):
+            self._print_span(child, children, inner, "└─ " if number == len(kids) - 1 else "├─ ")
+
+    @staticmethod
+    def log_line(readable: ReadableLogRecord) -> str:
+        record = readable.log_record
+        severity = record.severity_text or (
+            record.severity_number.name if record.severity_number else "-"
+        )
+        parts = [
+            _time(record.timestamp or record.observed_timestamp),
+            f"{severity:<6}",
+            _service(readable.resource),
+        ]
+        if record.event_name:
+            parts.append(f"[{record.event_name}]")
+        body = record.body
+        parts.append(_value(body, 200) if body is not None else "")
+        attributes = _attributes(record.attributes)
+        if attributes:
+            parts.append(attributes)
+        if record.trace_id:
+            parts.append(f"trace={record.trace_id:032x} span={record.span_id:016x}")
+        return "  ".join(p for p in parts if p)

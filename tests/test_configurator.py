@@ -1,0 +1,124 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""OTEL_PYTHON_CONFIGURATOR=user_events: which processors opentelemetry-instrument installs,
+from environment variables and from a configuration file (no kernel needed)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from opentelemetry.sdk._logs.export import ConsoleLogRecordExporter, SimpleLogRecordProcessor
+from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+
+from opentelemetry_exporter_userevents import (
+    UserEventsLogExporter,
+    UserEventsLogRecordProcessor,
+    UserEventsSpanExporter,
+    UserEventsSpanProcessor,
+)
+from opentelemetry_exporter_userevents.configurator import with_processors
+
+INSTRUMENT = Path(sys.executable).parent / "opentelemetry-instrument"
+
+# Prints the processors of the global providers, each with its exporter's settings.
+SHOW_PROCESSORS = """
+import json
+from opentelemetry import trace, _logs
+def describe(processor):
+    exporter = getattr(processor, "exporter", None) or getattr(processor, "span_exporter", None)
+    if exporter is None:
+        batch = getattr(processor, "_batch_processor", None)
+        exporter = getattr(batch, "_exporter", None)
+    config = getattr(exporter, "config", None)
+    return [type(processor).__name__, type(exporter).__name__, getattr(config, "prefix", None)]
+spans = trace.get_tracer_provider()._active_span_processor._span_processors
+logs = _logs.get_logger_provider()._multi_log_record_processor._log_record_processors
+print(json.dumps({"spans": [describe(p) for p in spans], "logs": [describe(p) for p in logs]}))
+"""
+
+
+def instrumented(tmp_path, **variables):
+    """Run SHOW_PROCESSORS under opentelemetry-instrument; user_events is unavailable."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env.update(
+        OTEL_PYTHON_CONFIGURATOR="user_events",
+        OTEL_METRICS_EXPORTER="none",
+        OTEL_EXPORTER_USER_EVENTS_TRACEFS=str(tmp_path),  # no user_events_data: a no-op
+        **variables,
+    )
+    done = subprocess.run(
+        [str(INSTRUMENT), sys.executable, "-c", SHOW_PROCESSORS],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
+def test_environment_path_installs_the_enable_bit_first_processors(tmp_path):
+    shown, _ = instrumented(
+        tmp_path,
+        OTEL_TRACES_EXPORTER="user_events,console",
+        OTEL_LOGS_EXPORTER="user_events",
+        OTEL_EXPORTER_USER_EVENTS_PREFIX="svc",
+    )
+
+    assert shown["spans"] == [
+        ["UserEventsSpanProcessor", "UserEventsSpanExporter", "svc"],
+        ["BatchSpanProcessor", "ConsoleSpanExporter", None],
+    ]
+    assert shown["logs"] == [["UserEventsLogRecordProcessor", "UserEventsLogExporter", "svc"]]
+
+
+CONFIG_FILE = """
+file_format: "1.0"
+tracer_provider:
+  processors:
+    - batch: {exporter: {user_events: {prefix: from_yaml}}}
+    - simple: {exporter: {console: {}}}
+logger_provider:
+  processors:
+    - simple: {exporter: {user_events: {prefix: from_yaml_logs}}}
+"""
+
+
+def test_configuration_file_path_installs_the_enable_bit_first_processors(tmp_path):
+    config = tmp_path / "otel.yaml"
+    config.write_text(CONFIG_FILE)
+
+    shown, stderr = instrumented(tmp_path, OTEL_CONFIG_FILE=str(config))
+
+    assert shown["spans"] == [
+        ["SimpleSpanProcessor", "ConsoleSpanExporter", None],
+        ["UserEventsSpanProcessor", "UserEventsSpanExporter", "from_yaml"],
+    ]
+    assert shown["logs"] == [
+        ["UserEventsLogRecordProcessor", "UserEventsLogExporter", "from_yaml_logs"]
+    ]
+    assert "ignoring configurator kwargs" not in stderr
+
+
+def test_other_exporters_keep_the_processor_a_distribution_chose(tmp_path):
+    kwargs = with_processors(
+        {
+            "export_span_processor": SimpleSpanProcessor,
+            "export_log_record_processor": SimpleLogRecordProcessor,
+            "sampler": None,
+        }
+    )
+    user_events = UserEventsSpanExporter(tracefs=str(tmp_path))
+    user_events_logs = UserEventsLogExporter(tracefs=str(tmp_path))
+
+    spans = kwargs["export_span_processor"]
+    logs = kwargs["export_log_record_processor"]
+
+    assert type(spans(user_events)) is UserEventsSpanProcessor
+    assert type(spans(ConsoleSpanExporter())) is SimpleSpanProcessor
+    assert type(logs(user_events_logs)) is UserEventsLogRecordProcessor
+    assert type(logs(ConsoleLogRecordExporter())) is SimpleLogRecordProcessor
+    assert kwargs["sampler"] is None

@@ -1,0 +1,252 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""Records back into ReadableSpan and ReadableLogRecord, OTLP/JSON and the tree view."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from opentelemetry.sdk.resources import Resource
+
+from opentelemetry_exporter_userevents import anyvalue, otlp_json, schema
+from opentelemetry_exporter_userevents.decoder import TraceRecord
+from opentelemetry_exporter_userevents.logs import encode_log
+from opentelemetry_exporter_userevents.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.resource import resource_id
+from opentelemetry_exporter_userevents.spans import encode_span
+from opentelemetry_exporter_userevents.tree_view import TreeView
+from tests.pages import record
+from tests.records import format_of, plain, same
+from tests.span_fixtures import RESOURCE, make_logs, make_spans
+
+SPAN_FORMAT = format_of(schema.SPAN, "otel_span.0")
+LOG_FORMAT = format_of(schema.LOG, "otel_log_info.0")
+RESOURCE_FORMAT = format_of(schema.RESOURCE, "otel_resource.0")
+
+
+def span_record(span, rid=1) -> TraceRecord:
+    payload, _ = encode_span(span, rid, schema.MAX_PAYLOAD)
+    return TraceRecord(
+        0, "span", "otel_span.0", 1, schema.SPAN.unpack(record(1, payload), SPAN_FORMAT)
+    )
+
+
+def log_record(readable, rid=1) -> TraceRecord:
+    payload, _ = encode_log(readable, rid, schema.MAX_PAYLOAD)
+    values = schema.LOG.unpack(record(1, payload), LOG_FORMAT)
+    return TraceRecord(0, "log", "otel_log_info.0", 1, values)
+
+
+def resource_record(resource: Resource) -> TraceRecord:
+    attributes = anyvalue.encode(dict(resource.attributes)).encode()
+    url = resource.schema_url.encode()
+    rid = resource_id(attributes, url)
+    payload = schema.RESOURCE.pack((rid, 1000), (attributes, url))
+    values = schema.RESOURCE.unpack(record(1, payload), RESOURCE_FORMAT)
+    return TraceRecord(0, "resource", "otel_resource.0", 1, values)
+
+
+def attributes_equal(a, b) -> bool:
+    return same(dict(a or {}), dict(b or {})) and getattr(a, "dropped", 0) == getattr(
+        b, "dropped", 0
+    )
+
+
+def check_same_span(got, want) -> None:
+    """Every ReadableSpan property, with types (tuples stay tuples)."""
+    assert got.name == want.name and got.kind == want.kind
+    assert got.context == want.context
+    assert got.context.trace_state == want.context.trace_state
+    assert got.context.trace_flags == want.context.trace_flags
+    assert (got.parent is None) == (want.parent is None)
+    if want.parent is not None:
+        assert got.parent.span_id == want.parent.span_id
+        assert got.parent.trace_id == want.parent.trace_id
+        assert got.parent.is_remote == want.parent.is_remote
+    assert (got.start_time, got.end_time) == (want.start_time, want.end_time)
+    assert got.status.status_code == want.status.status_code
+    assert got.status.description == want.status.description
+    assert attributes_equal(got.attributes, want.attributes)
+    assert len(got.events) == len(want.events)
+    for a, b in zip(got.events, want.events, strict=True):
+        assert (a.name, a.timestamp, a.dropped_attributes) == (
+            b.name,
+            b.timestamp,
+            b.dropped_attributes,
+        )
+        assert attributes_equal(a.attributes, b.attributes)
+    assert len(got.links) == len(want.links)
+    for a, b in zip(got.links, want.links, strict=True):
+        assert a.context == b.context and a.context.trace_state == b.context.trace_state
+        assert a.context.is_remote == b.context.is_remote
+        assert a.context.trace_flags == b.context.trace_flags
+        assert attributes_equal(a.attributes, b.attributes)
+    assert (got.dropped_attributes, got.dropped_events, got.dropped_links) == (
+        want.dropped_attributes,
+        want.dropped_events,
+        want.dropped_links,
+    )
+    assert got.instrumentation_scope == want.instrumentation_scope
+    assert attributes_equal(
+        got.instrumentation_scope.attributes, want.instrumentation_scope.attributes
+    )
+    assert got.resource == want.resource
+
+
+def check_same_log(got, want) -> None:
+    a, b = got.log_record, want.log_record
+    for name in (
+        "timestamp",
+        "observed_timestamp",
+        "trace_id",
+        "span_id",
+        "trace_flags",
+        "severity_text",
+        "severity_number",
+        "event_name",
+    ):
+        assert getattr(a, name) == getattr(b, name), name
+    assert same(_plain_body(a.body), _plain_body(b.body))
+    assert attributes_equal(a.attributes, b.attributes)
+    assert got.dropped_attributes == want.dropped_attributes
+    assert got.instrumentation_scope == want.instrumentation_scope
+    assert got.resource == want.resource
+
+
+def _plain_body(body):
+    return plain(body)
+
+
+def test_spans_come_back_equal_field_by_field():
+    spans = make_spans()
+    rebuilder = Rebuilder()
+
+    rebuilt = rebuilder.add([resource_record(RESOURCE)] + [span_record(s, _rid()) for s in spans])
+
+    assert len(rebuilt) == len(spans) == 2
+    for got, want in zip(rebuilt, spans, strict=True):
+        check_same_span(got, want)
+    assert rebuilder.stats.spans == 2 and rebuilder.stats.resources == 1
+    assert type(rebuilt[1].attributes["list"]) is tuple
+
+
+def test_logs_come_back_equal_field_by_field():
+    logs = make_logs()
+    rebuilder = Rebuilder()
+
+    rebuilt = rebuilder.add([resource_record(RESOURCE)] + [log_record(r, _rid()) for r in logs])
+
+    assert len(rebuilt) == 25
+    for got, want in zip(rebuilt, logs, strict=True):
+        check_same_log(got, want)
+
+
+def _rid() -> int:
+    return resource_record(RESOURCE).values["resource_id"]
+
+
+def test_records_wait_for_their_resource_then_give_up_with_an_empty_one():
+    spans = make_spans()
+    rebuilder = Rebuilder(resource_wait=3600)
+
+    assert rebuilder.add([span_record(spans[0], _rid())]) == []
+    assert rebuilder.pending == 1
+    released = rebuilder.add([resource_record(RESOURCE)])
+    assert [s.name for s in released] == [spans[0].name] and released[0].resource == RESOURCE
+
+    assert rebuilder.add([span_record(spans[1], 999)]) == []
+    (orphan,) = rebuilder.flush()
+    assert orphan.resource == Resource.get_empty()
+    assert rebuilder.stats.without_resource == 1 and rebuilder.pending == 0
+
+    impatient = Rebuilder(resource_wait=0)
+    assert len(impatient.add([span_record(spans[1], 999)])) == 1
+
+
+def test_truncated_and_invalid_records_are_counted():
+    span = make_spans()[0]
+    rebuilder = Rebuilder()
+    cut = span_record(span, _rid())
+    cut.values["truncated"] = schema.TRUNCATED_EVENTS
+    broken = span_record(span, _rid())
+    broken.values["attributes"] = "{not json"
+
+    rebuilt = rebuilder.add([resource_record(RESOURCE), cut, broken])
+
+    assert len(rebuilt) == 1
+    assert (rebuilder.stats.truncated, rebuilder.stats.invalid) == (1, 1)
+
+
+def test_otlp_json_of_rebuilt_telemetry_equals_the_originals():
+    spans = make_spans()
+    logs = [r for r in make_logs() if otlp_can_carry(r)]
+    rebuilder = Rebuilder()
+    rebuilt = rebuilder.add(
+        [resource_record(RESOURCE)]
+        + [span_record(s, _rid()) for s in spans]
+        + [log_record(r, _rid()) for r in logs]
+    )
+    got_spans = otlp_json.spans_request(rebuilt[:2])
+    got_logs = otlp_json.logs_request(rebuilt[2:])
+
+    assert got_spans == otlp_json.spans_request(spans)
+    assert got_logs == otlp_json.logs_request(logs)
+    span = got_spans["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    assert span["traceId"] == f"{spans[0].context.trace_id:032x}"
+    assert span["parentSpanId"] == f"{spans[0].parent.span_id:016x}"
+    assert span["startTimeUnixNano"] == str(spans[0].start_time)
+    assert json.loads(otlp_json.dumps(got_spans)) == got_spans
+
+
+def test_otlp_json_leaves_out_and_counts_what_otlp_cannot_carry():
+    logs = make_logs()
+    refused = [r for r in logs if not otlp_can_carry(r)]  # 2**70 and lone surrogates
+
+    request, skipped = otlp_json.skipping_unrepresentable(otlp_json.logs_request, logs)
+
+    assert len(refused) == 4 and skipped == len(refused)
+    kept = request["resourceLogs"][0]["scopeLogs"][0]["logRecords"]
+    assert len(kept) == len(logs) - len(refused)
+
+
+def otlp_can_carry(readable) -> bool:
+    body = readable.log_record.body
+    if isinstance(body, int) and body >= 2**63:
+        return False
+    return not (isinstance(body, str) and any(0xD800 <= ord(c) <= 0xDFFF for c in body))
+
+
+def test_tree_view_nests_children_under_their_parent():
+    spans = make_spans()  # the child ends (and arrives) first
+    rebuilt = Rebuilder().add([resource_record(RESOURCE)] + [span_record(s, _rid()) for s in spans])
+    out = io.StringIO()
+    view = TreeView(out)
+
+    view.add(rebuilt[:1])
+    assert out.getvalue() == ""  # waits for the root
+    view.add(rebuilt[1:])
+
+    lines = out.getvalue().splitlines()
+    assert lines[0] == f"trace {spans[0].context.trace_id:032x}  checkout"
+    assert lines[1].startswith("  GET /users/{id}  server  ") and "[UNSET]" in lines[1]
+    assert "• cache miss" in lines[2]
+    assert lines[3].startswith("  └─ SELECT users  client  ")
+    assert "[ERROR: connection reset]" in lines[3]
+
+
+def test_tree_view_prints_orphans_on_flush_and_logs_at_once():
+    spans = make_spans()
+    logs = make_logs()
+    rebuilder = Rebuilder()
+    rebuilt = rebuilder.add(
+        [resource_record(RESOURCE), span_record(spans[0], _rid()), log_record(logs[0], _rid())]
+    )
+    out = io.StringIO()
+    view = TreeView(out)
+
+    view.add(rebuilt)
+    assert out.getvalue().count("\n") == 1 and "checkout" in out.getvalue()
+    view.flush()
+    assert f"(parent {spans[0].parent.span_id:016x} not seen)" in out.getvalue()
