@@ -28,7 +28,8 @@ class ExportStats:
 
     Thread-safe: every count changes under one lock, and :meth:`snapshot` reads all of them
     under it. Each record handed to an exporter adds 1 to exactly one of ``written``,
-    ``not_listened`` and the ``dropped_*`` counts; ``truncated`` counts written records.
+    ``not_listened`` and the ``dropped_*`` counts, and so does each resource record the
+    exporter writes on its own (docs/schema.md); ``truncated`` counts written records.
     """
 
     written: int = 0
