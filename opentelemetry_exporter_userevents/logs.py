@@ -31,6 +31,7 @@ from opentelemetry_exporter_userevents.spans import (
 
 FLAG_SEVERITY_TEXT = 1
 FLAG_EVENT_NAME = 2
+FLAG_BODY = 4
 
 _SEVERITY_TEXT, _EVENT_NAME, _BODY, _ATTRIBUTES, _SCOPE = range(5)
 
@@ -59,8 +60,10 @@ def encode_log(readable: ReadableLogRecord, resource_id: int, max_size: int) -> 
     truncated = 0
     if LOG.size(texts) > max_size:
         truncated, dropped = _fit(texts, dropped, max_size)
-    flags = (FLAG_SEVERITY_TEXT if record.severity_text is not None else 0) | (
-        FLAG_EVENT_NAME if record.event_name is not None else 0
+    flags = (
+        (FLAG_SEVERITY_TEXT if record.severity_text is not None else 0)
+        | (FLAG_EVENT_NAME if record.event_name is not None else 0)
+        | (FLAG_BODY if record.body is not None else 0)
     )
     fixed = (
         record.timestamp or 0,

@@ -115,6 +115,7 @@ def check_log(values: dict[str, Any], readable: Any, resource_id: int) -> None:
     assert bool(values["flags"] & 1) == (record.severity_text is not None)
     assert decode_plain(values["event_name"]) == (record.event_name or "")
     assert bool(values["flags"] & 2) == (record.event_name is not None)
+    assert bool(values["flags"] & 4) == (record.body is not None)
     assert same(anyvalue.decode(values["body"]), plain(record.body))
     assert same(anyvalue.decode(values["attributes"]), plain(record.attributes or {}))
     assert values["dropped_attributes"] == readable.dropped_attributes
