@@ -138,16 +138,19 @@ class Rebuilder:
 
     def _learn_resource(self, record: TraceRecord) -> int | None:
         values = record.values
+        rid = values["resource_id"]
+        if rid in self._resources:
+            return rid
         try:
             attributes = anyvalue.decode(values["attributes"])
-            schema_url = decode_plain(values["schema_url"])
-        except ValueError:
+            if not isinstance(attributes, dict):
+                raise ValueError("resource attributes are not a JSON object")
+            resource = Resource(sdk_value(attributes), decode_plain(values["schema_url"]) or None)
+        except (ValueError, TypeError):
             self.stats.invalid += 1
             return None
-        rid = values["resource_id"]
-        if rid not in self._resources:
-            self._resources[rid] = Resource(sdk_value(attributes), schema_url or None)
-            self.stats.resources += 1
+        self._resources[rid] = resource
+        self.stats.resources += 1
         return rid
 
     def _rebuild(
