@@ -1,6 +1,7 @@
 # Copyright The OpenTelemetry Authors
 # SPDX-License-Identifier: Apache-2.0
 
+import hashlib
 import os
 import re
 from collections.abc import Iterator
@@ -31,6 +32,13 @@ def data(tracefs: Tracefs) -> Iterator[UserEventsData]:
 def event_name(request: pytest.FixtureRequest) -> str:
     """A name no other test uses: events outlive tests (deletion is asynchronous)."""
     return "t_" + re.sub(r"\W", "_", request.node.name)[:60]
+
+
+@pytest.fixture
+def prefix(request: pytest.FixtureRequest) -> str:
+    """A tracepoint prefix of this test's own (a C identifier), from its node id, so no
+    two tests anywhere in the suite share tracepoints and records never mix."""
+    return "p" + hashlib.blake2b(request.node.nodeid.encode(), digest_size=6).hexdigest()
 
 
 class Listener:

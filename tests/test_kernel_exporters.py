@@ -3,7 +3,6 @@
 
 """The exporters on a real kernel: what reaches the tracepoints, and when nothing is done."""
 
-import hashlib
 import logging
 import os
 import struct
@@ -32,12 +31,6 @@ from tests.span_fixtures import RESOURCE as APP_RESOURCE
 from tests.span_fixtures import make_logs, make_spans
 
 pytestmark = pytest.mark.kernel
-
-
-@pytest.fixture
-def prefix(event_name):
-    """A tracepoint prefix of this test's own."""
-    return "p" + hashlib.blake2b(event_name.encode(), digest_size=6).hexdigest()
 
 
 @pytest.fixture

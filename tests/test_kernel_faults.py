@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import hashlib
 import json
 import logging
 import os
@@ -41,11 +40,6 @@ from tests.span_fixtures import make_logs, make_spans
 pytestmark = pytest.mark.kernel
 
 SERVICE_GID = 4242
-
-
-@pytest.fixture
-def prefix(event_name):
-    return "p" + hashlib.blake2b(event_name.encode(), digest_size=6).hexdigest()
 
 
 @pytest.fixture

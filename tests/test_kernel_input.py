@@ -6,8 +6,6 @@ accepted (no EFAULT from the NUL checks), kept, and decodes back to what was exp
 
 from __future__ import annotations
 
-import hashlib
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from opentelemetry.sdk.trace import Event, ReadableSpan
@@ -43,11 +41,6 @@ KERNEL_SAMPLE = settings(
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-
-
-@pytest.fixture
-def prefix(event_name):
-    return "p" + hashlib.blake2b(event_name.encode(), digest_size=6).hexdigest()
 
 
 def through_the_kernel(tracefs, registration, record_schema, export):

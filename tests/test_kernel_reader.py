@@ -7,7 +7,6 @@ counted, filters run in the kernel, and the reader cleans up after itself."""
 from __future__ import annotations
 
 import codecs
-import hashlib
 import io
 import json
 import os
@@ -62,12 +61,6 @@ VALUES = {
     "unicode": "żółć 🚀",
     "nul": "a\x00b",
 }
-
-
-@pytest.fixture
-def prefix(event_name):
-    """A tracepoint prefix of this test's own, so other tests' records never mix in."""
-    return "r" + hashlib.blake2b(event_name.encode(), digest_size=6).hexdigest()
 
 
 @pytest.fixture

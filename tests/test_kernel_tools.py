@@ -27,11 +27,6 @@ TEXTS = ("trace_id", "span_id", "parent_span_id", "name", "status_description", 
          "attributes", "events", "links", "scope")  # fmt: skip
 
 
-@pytest.fixture
-def prefix(event_name):
-    return "x" + hashlib.blake2b(event_name.encode(), digest_size=6).hexdigest()
-
-
 def _tool(name: str) -> str:
     path = shutil.which(name)
     if path is None:
