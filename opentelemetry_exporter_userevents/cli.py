@@ -25,17 +25,20 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from opentelemetry_exporter_userevents import otlp_json
 from opentelemetry_exporter_userevents.abi import (
-    USER_EVENTS_MULTI_SYSTEM,
-    USER_EVENTS_SYSTEM,
     Tracefs,
-    parse_format,
 )
 from opentelemetry_exporter_userevents.decoder import RecordDecoder
 from opentelemetry_exporter_userevents.environment_variables import (
     OTEL_EXPORTER_USER_EVENTS_PREFIX,
     OTEL_EXPORTER_USER_EVENTS_TRACEFS,
 )
-from opentelemetry_exporter_userevents.reader import ReaderError, TraceReader
+from opentelemetry_exporter_userevents.reader import (
+    ReaderError,
+    TraceReader,
+    check_user_events,
+    find_tracefs,
+    our_tracepoints,
+)
 from opentelemetry_exporter_userevents.rebuild import Rebuilder, Telemetry
 from opentelemetry_exporter_userevents.tree_view import TreeView
 
@@ -54,6 +57,11 @@ def _raise_stop(signum: int, frame: Any) -> None:
 # --- outputs -----------------------------------------------------------------------------
 
 
+def _split(items: Sequence[Telemetry]) -> tuple[list[ReadableSpan], list[ReadableLogRecord]]:
+    spans = [i for i in items if isinstance(i, ReadableSpan)]
+    return spans, [i for i in items if isinstance(i, ReadableLogRecord)]
+
+
 class OtlpJsonOutput:
     """One ExportTraceServiceRequest line and one ExportLogsServiceRequest line per batch."""
 
@@ -64,8 +72,7 @@ class OtlpJsonOutput:
         """Spans and logs the OTLP encoder could not carry, left out."""
 
     def write(self, items: Sequence[Telemetry]) -> None:
-        spans = [i for i in items if isinstance(i, ReadableSpan)]
-        logs = [i for i in items if isinstance(i, ReadableLogRecord)]
+        spans, logs = _split(items)
         for encode, batch in ((otlp_json.spans_request, spans), (otlp_json.logs_request, logs)):
             if not batch:
                 continue
@@ -112,8 +119,7 @@ class ExporterOutput:
         """Spans and logs the exporters did not take."""
 
     def write(self, items: Sequence[Telemetry]) -> None:
-        spans = [i for i in items if isinstance(i, ReadableSpan)]
-        logs = [i for i in items if isinstance(i, ReadableLogRecord)]
+        spans, logs = _split(items)
         for exporter, batch in ((self.spans, spans), (self.logs, logs)):
             if exporter is None or not batch:
                 continue
@@ -140,23 +146,13 @@ def _load_exporter(group: str, name: str) -> Any:
 
 
 def _tracefs(args: argparse.Namespace) -> Tracefs:
-    path = args.tracefs or os.environ.get(OTEL_EXPORTER_USER_EVENTS_TRACEFS)
-    found = Tracefs(path) if path else Tracefs.find()
-    if found is None:
-        raise ReaderError(
-            "tracefs is not mounted: mount it with "
-            "'mount -t tracefs nodev /sys/kernel/tracing' (as root)"
-        )
-    return found
+    return find_tracefs(args.tracefs or os.environ.get(OTEL_EXPORTER_USER_EVENTS_TRACEFS))
 
 
 def status(args: argparse.Namespace, out: TextIO) -> int:
     """Our tracepoints, their format versions, and who listens to each."""
     tracefs = _tracefs(args)
-    if not os.path.exists(os.path.join(tracefs.path, "user_events_data")):
-        if not os.access(tracefs.path, os.R_OK | os.X_OK):
-            raise ReaderError(f"permission denied reading {tracefs.path}: run as root")
-        raise ReaderError("this kernel has no user_events (needs CONFIG_USER_EVENTS=y)")
+    check_user_events(tracefs)
     try:
         users = _status_users(tracefs.status())
     except PermissionError:
@@ -164,35 +160,30 @@ def status(args: argparse.Namespace, out: TextIO) -> int:
     decoder = RecordDecoder(args.prefix)
     instances = tracefs.instances()
     out.write(f"tracefs: {tracefs.path}\n")
-    shown = 0
-    for system in (USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM):
-        for name in tracefs.events(system):
-            known = decoder.kind_of(name)
-            if known is None or (system == USER_EVENTS_MULTI_SYSTEM and "." not in name):
-                continue
-            shown += 1
-            kind, schema = known
+    found = our_tracepoints(tracefs, decoder)
+    for system, name, kind in found:
+        try:
+            fmt = tracefs.read_format(system, name)
+            schema = decoder.kind_of(name)[1]
+            schema.decoder(fmt)
+            version = f"id {fmt.id}, {len(fmt.fields)} fields, {schema.name} schema"
+        except ValueError as error:
+            version = f"not our schema ({error})"
+        except OSError:
+            version = "gone"
+        listeners = [u for u in users.get(name, ()) if u != "ftrace"]
+        for where in [None, *instances]:
             try:
-                fmt = parse_format(_read(os.path.join(tracefs.event_dir(system, name), "format")))
-                schema.decoder(fmt)
-                version = f"id {fmt.id}, {len(fmt.fields)} fields, {schema.name} schema"
-            except ValueError as error:
-                version = f"not our schema ({error})"
+                state = _read(os.path.join(tracefs.event_dir(system, name, where), "enable"))
             except OSError:
-                version = "gone"
-            listeners = [u for u in users.get(name, ()) if u != "ftrace"]
-            for where in [None, *instances]:
-                try:
-                    state = _read(os.path.join(tracefs.event_dir(system, name, where), "enable"))
-                except OSError:
-                    continue
-                if state.strip().startswith("1"):
-                    listeners.append(f"ftrace ({'instance ' + where if where else 'global'})")
-            if "ftrace" in users.get(name, ()) and not any("ftrace" in x for x in listeners):
-                listeners.append("ftrace")
-            out.write(f"{system}/{name}: {kind}, {version}\n")
-            out.write(f"  listeners: {', '.join(listeners) if listeners else 'none'}\n")
-    if not shown:
+                continue
+            if state.strip().startswith("1"):
+                listeners.append(f"ftrace ({'instance ' + where if where else 'global'})")
+        if "ftrace" in users.get(name, ()) and not any("ftrace" in x for x in listeners):
+            listeners.append("ftrace")
+        out.write(f"{system}/{name}: {kind}, {version}\n")
+        out.write(f"  listeners: {', '.join(listeners) if listeners else 'none'}\n")
+    if not found:
         out.write(f"no {args.prefix}_* tracepoints are registered\n")
     return 0
 

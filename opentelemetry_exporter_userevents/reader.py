@@ -66,6 +66,50 @@ def _process_start(pid: int) -> int | None:
         return None
 
 
+def find_tracefs(path: str | None = None) -> Tracefs:
+    """``path`` as tracefs, or the mounted one; ReaderError saying how to mount it."""
+    found = Tracefs(path) if path else Tracefs.find()
+    if found is None:
+        raise ReaderError(
+            "tracefs is not mounted: mount it with "
+            "'mount -t tracefs nodev /sys/kernel/tracing' (as root)"
+        )
+    return found
+
+
+def check_user_events(tracefs: Tracefs) -> None:
+    """ReaderError unless tracefs is readable here and the kernel has user_events."""
+    path = tracefs.path
+    if not os.path.exists(os.path.join(path, "user_events_data")):
+        if not os.access(path, os.R_OK | os.X_OK):
+            raise ReaderError(_rights_message(f"read {path}"))
+        raise ReaderError(
+            f"this kernel has no user_events ({path}/user_events_data is missing): it "
+            "needs CONFIG_USER_EVENTS=y, Linux 6.4 or later"
+        )
+
+
+def _rights_message(what: str) -> str:
+    return (
+        f"permission denied: the reader needs to {what}. Run it as root, or with "
+        "CAP_SYS_ADMIN and write access to tracefs (tracefs is root-only by default)"
+    )
+
+
+def our_tracepoints(tracefs: Tracefs, decoder: RecordDecoder) -> list[tuple[str, str, str]]:
+    """(system, name, kind) of each tracepoint with one of the decoder's names: every
+    ``<name>.<id>`` version in ``user_events_multi``, and the single-format fallback."""
+    found = []
+    for system in (USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM):
+        for name in tracefs.events(system):
+            if system == USER_EVENTS_MULTI_SYSTEM and "." not in name:
+                continue
+            known = decoder.kind_of(name)
+            if known is not None:
+                found.append((system, name, known[0]))
+    return found
+
+
 class TraceReader:
     """Reads our records from a private tracefs instance. Use as a context manager."""
 
@@ -77,13 +121,7 @@ class TraceReader:
         buffer_size_kb: int | None = None,
         rescan_interval: float = 0.5,
     ) -> None:
-        found = tracefs or Tracefs.find()
-        if found is None:
-            raise ReaderError(
-                "tracefs is not mounted: mount it with "
-                "'mount -t tracefs nodev /sys/kernel/tracing' (as root)"
-            )
-        self.tracefs = found
+        self.tracefs = tracefs or find_tracefs()
         self.prefix = prefix
         self.filter = filter
         self.buffer_size_kb = buffer_size_kb
@@ -114,7 +152,7 @@ class TraceReader:
         try:
             self.tracefs.create_instance(self.instance)
         except PermissionError:
-            raise ReaderError(self._rights_message("create a tracefs instance")) from None
+            raise ReaderError(_rights_message("create a tracefs instance")) from None
         except FileExistsError:  # ours from an earlier start in this process
             pass
         self._started = True
@@ -161,24 +199,10 @@ class TraceReader:
         self.close()
 
     def _check_rights(self) -> None:
-        path = self.tracefs.path
-        if not os.path.exists(os.path.join(path, "user_events_data")):
-            if not os.access(path, os.R_OK | os.X_OK):
-                raise ReaderError(self._rights_message(f"read {path}"))
-            raise ReaderError(
-                f"this kernel has no user_events ({path}/user_events_data is missing): it "
-                "needs CONFIG_USER_EVENTS=y, Linux 6.4 or later"
-            )
-        instances = os.path.join(path, "instances")
+        check_user_events(self.tracefs)
+        instances = os.path.join(self.tracefs.path, "instances")
         if not os.access(instances, os.W_OK | os.X_OK):
-            raise ReaderError(self._rights_message(f"create a tracefs instance in {instances}"))
-
-    @staticmethod
-    def _rights_message(what: str) -> str:
-        return (
-            f"permission denied: the reader needs to {what}. Run it as root, or with "
-            "CAP_SYS_ADMIN and write access to tracefs (tracefs is root-only by default)"
-        )
+            raise ReaderError(_rights_message(f"create a tracefs instance in {instances}"))
 
     def _remove_stale_instances(self) -> list[str]:
         removed = []
@@ -200,14 +224,7 @@ class TraceReader:
     def scan(self) -> list[str]:
         """Enable tracepoints that appeared since the last scan (resource ones first);
         return their names."""
-        found = []
-        for system in (USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM):
-            for name in self.tracefs.events(system):
-                if system == USER_EVENTS_MULTI_SYSTEM and "." not in name:
-                    continue
-                known = self.decoder.kind_of(name)
-                if known is not None:
-                    found.append((system, name, known[0]))
+        found = our_tracepoints(self.tracefs, self.decoder)
         found.sort(key=lambda item: item[2] != "resource")
         added = []
         for system, name, kind in found:
