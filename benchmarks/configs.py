@@ -56,7 +56,8 @@ from opentelemetry_exporter_userevents import (
     UserEventsSpanExporter,
     UserEventsSpanProcessor,
 )
-from opentelemetry_exporter_userevents.abi import Registration, Tracefs
+from opentelemetry_exporter_userevents.abi import Registration
+from opentelemetry_exporter_userevents.abi.tracefs import Tracefs
 
 ATTRIBUTES = {
     "http.request.method": "GET",

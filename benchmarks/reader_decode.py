@@ -36,9 +36,9 @@ from opentelemetry_exporter_userevents import (  # noqa: E402
     UserEventsSpanProcessor,
 )
 from opentelemetry_exporter_userevents.abi import parse_format  # noqa: E402
-from opentelemetry_exporter_userevents.decoder import RecordDecoder  # noqa: E402
 from opentelemetry_exporter_userevents.reader import TraceReader  # noqa: E402
-from opentelemetry_exporter_userevents.rebuild import Rebuilder  # noqa: E402
+from opentelemetry_exporter_userevents.reader.decoder import RecordDecoder  # noqa: E402
+from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder  # noqa: E402
 from testbed import guest  # noqa: E402
 
 

@@ -13,7 +13,8 @@ import struct
 import sys
 import time
 
-from opentelemetry_exporter_userevents.abi import UserEventsData, rel_loc
+from opentelemetry_exporter_userevents.abi import UserEventsData
+from opentelemetry_exporter_userevents.abi.uapi import rel_loc
 
 COMMAND = "hello_user_events u64 start_time_ns; __rel_loc char[] name"
 

@@ -9,6 +9,7 @@ In code, prefer the processors, which check the enable bit before anything else:
     provider.add_span_processor(UserEventsSpanProcessor(UserEventsSpanExporter()))
 """
 
+from opentelemetry_exporter_userevents._export.writer import ExportStats
 from opentelemetry_exporter_userevents.log_exporter import UserEventsLogExporter
 from opentelemetry_exporter_userevents.processors import (
     UserEventsLogRecordProcessor,
@@ -17,7 +18,6 @@ from opentelemetry_exporter_userevents.processors import (
 from opentelemetry_exporter_userevents.sampler import UserEventsSampler
 from opentelemetry_exporter_userevents.span_exporter import UserEventsSpanExporter
 from opentelemetry_exporter_userevents.version import __version__
-from opentelemetry_exporter_userevents.writer import ExportStats
 
 __all__ = [
     "ExportStats",

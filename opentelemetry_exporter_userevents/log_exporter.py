@@ -12,20 +12,28 @@ from typing import Any
 from opentelemetry.sdk._logs import ReadableLogRecord
 from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
 
-from opentelemetry_exporter_userevents.abi import Registration
-from opentelemetry_exporter_userevents.exporter_core import ExporterCore
-from opentelemetry_exporter_userevents.logs import encode_log, severity_number
-from opentelemetry_exporter_userevents.redaction import Redactor, redact_log
-from opentelemetry_exporter_userevents.schema import LOG, SEVERITY_CLASSES, severity_class
+from opentelemetry_exporter_userevents._export.exporter_base import ExporterBase
+from opentelemetry_exporter_userevents._export.log_encoder import encode_log, severity_number
+from opentelemetry_exporter_userevents._export.redaction import Redactor, redact_log
+from opentelemetry_exporter_userevents.abi.user_events import Registration
+from opentelemetry_exporter_userevents.record.schema import LOG
+from opentelemetry_exporter_userevents.record.tracepoints import (
+    SEVERITY_CLASSES,
+    log_tracepoint,
+    severity_class,
+)
+
+__all__ = ["UserEventsLogExporter"]
 
 
-class UserEventsLogExporter(ExporterCore, LogRecordExporter):
+class UserEventsLogExporter(ExporterBase[ReadableLogRecord], LogRecordExporter):
     """Writes each log record as one user_events record, only while its class is listened to.
 
     Settings and ``redact`` as for UserEventsSpanExporter. ``export`` never raises.
     """
 
     _signal = "log"
+    _item_name = "a log record"
 
     def __init__(
         self,
@@ -44,7 +52,9 @@ class UserEventsLogExporter(ExporterCore, LogRecordExporter):
             tracefs=tracefs,
             **kwargs,
         )
-        commands = {cls: LOG.command(f"{config.prefix}_log_{cls}") for cls in SEVERITY_CLASSES}
+        commands = {
+            cls: LOG.command(log_tracepoint(config.prefix, cls)) for cls in SEVERITY_CLASSES
+        }
         super().__init__(commands, config, redact)
         self.registrations: dict[str, Registration | None] = {
             cls: self._writer.registrations[cls] for cls in SEVERITY_CLASSES
@@ -53,41 +63,21 @@ class UserEventsLogExporter(ExporterCore, LogRecordExporter):
         self._by_number = [self.registrations[severity_class(n)] for n in range(25)]
 
     def registration_for(self, number: int) -> Registration | None:
+        """The registration of severity ``number``'s class (0 = unset counts as info)."""
         return self._by_number[number] if 0 <= number <= 24 else self._by_number[0]
 
     def enabled_for(self, number: int) -> bool:
         """True while a tracer listens to the class of severity ``number`` (0 = unset)."""
         registration = self.registration_for(number)
-        return (
-            registration is not None and registration.enable_words[registration.enable_index] != 0
-        )
+        return registration is not None and registration.enabled
+
+    def _route(self, readable: ReadableLogRecord) -> Registration | None:
+        return self.registration_for(severity_number(readable))
 
     def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
-        if self._shutdown:
-            return LogRecordExportResult.FAILURE
-        max_size = self.config.max_record_size
-        redact = self._redact
-        for readable in batch:
-            registration = self.registration_for(severity_number(readable))
-            if registration is None:  # unavailable (a no-op, warned once) or not registered
-                if self._writer.available:
-                    self._writer.count("dropped_unregistered")
-                continue
-            if not registration.enable_words[registration.enable_index]:
-                self._writer.count("not_listened")
-                continue
-            try:
-                resource_id = self._resources.announce(readable.resource)
-                if redact is not None:
-                    readable = redact_log(readable, redact)
-                payload, truncated = encode_log(readable, resource_id, max_size)
-            except Exception as exc:  # noqa: BLE001 - never into the application
-                self._drop_invalid("a log record", exc)
-                continue
-            if truncated:
-                self._writer.count("truncated")
-            self._writer.write(registration, payload)
-        return LogRecordExportResult.SUCCESS
+        if self._export_items(batch, self._route, encode_log, redact_log):
+            return LogRecordExportResult.SUCCESS
+        return LogRecordExportResult.FAILURE
 
     def shutdown(self) -> None:
         self._shut_down()

@@ -17,18 +17,11 @@ from opentelemetry.sdk._logs import LogRecordProcessor, ReadableLogRecord, ReadW
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
-from opentelemetry_exporter_userevents.abi import Registration
+from opentelemetry_exporter_userevents.abi.user_events import enable_word
 from opentelemetry_exporter_userevents.log_exporter import UserEventsLogExporter
 from opentelemetry_exporter_userevents.span_exporter import UserEventsSpanExporter
 
-_NEVER = memoryview(b"\0\0\0\0").cast("I")
-
-
-def enable_word(registration: Registration | None) -> tuple[memoryview, int]:
-    """Where to read ``registration``'s enable bit; a word that stays 0 without one."""
-    if registration is None:
-        return _NEVER, 0
-    return registration.enable_words, registration.enable_index
+__all__ = ["UserEventsLogRecordProcessor", "UserEventsSpanProcessor"]
 
 
 def _export_now(exporter: UserEventsSpanExporter | UserEventsLogExporter, item: object) -> None:

@@ -33,10 +33,13 @@ from opentelemetry.trace import Link, SpanKind, get_current_span
 from opentelemetry.trace.span import TraceState
 from opentelemetry.util.types import Attributes
 
-from opentelemetry_exporter_userevents.config import ExporterConfig
-from opentelemetry_exporter_userevents.processors import enable_word
-from opentelemetry_exporter_userevents.schema import SPAN
-from opentelemetry_exporter_userevents.writer import EventWriter
+from opentelemetry_exporter_userevents._export.config import ExporterConfig
+from opentelemetry_exporter_userevents._export.writer import EventWriter
+from opentelemetry_exporter_userevents.abi.user_events import enable_word
+from opentelemetry_exporter_userevents.record.schema import SPAN
+from opentelemetry_exporter_userevents.record.tracepoints import span_tracepoint
+
+__all__ = ["UserEventsSampler", "sampler_factory"]
 
 _logger = logging.getLogger(__name__)
 
@@ -62,7 +65,9 @@ class UserEventsSampler(Sampler):
     ) -> None:
         self.parent = parent if parent is not None else ParentBased(ALWAYS_ON)
         config = ExporterConfig.from_arguments(prefix=prefix, tracefs=tracefs)
-        self._writer = EventWriter(config.tracefs, {"span": SPAN.command(f"{config.prefix}_span")})
+        self._writer = EventWriter(
+            config.tracefs, {"span": SPAN.command(span_tracepoint(config.prefix))}
+        )
         self.registration = self._writer.registrations["span"]
         self._words, self._index = enable_word(self.registration)
 

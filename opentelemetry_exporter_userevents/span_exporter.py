@@ -11,20 +11,24 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from opentelemetry_exporter_userevents.exporter_core import ExporterCore
-from opentelemetry_exporter_userevents.redaction import Redactor, redact_span
-from opentelemetry_exporter_userevents.schema import SPAN
-from opentelemetry_exporter_userevents.spans import encode_span
+from opentelemetry_exporter_userevents._export.exporter_base import ExporterBase
+from opentelemetry_exporter_userevents._export.redaction import Redactor, redact_span
+from opentelemetry_exporter_userevents._export.span_encoder import encode_span
+from opentelemetry_exporter_userevents.abi.user_events import Registration
+from opentelemetry_exporter_userevents.record.schema import SPAN
+from opentelemetry_exporter_userevents.record.tracepoints import span_tracepoint
+
+__all__ = ["UserEventsSpanExporter"]
 
 
-class UserEventsSpanExporter(ExporterCore, SpanExporter):
+class UserEventsSpanExporter(ExporterBase[ReadableSpan], SpanExporter):
     """Writes each span as one user_events record, only while a tracer listens.
 
     Constructible with no arguments (settings from ``OTEL_EXPORTER_USER_EVENTS_*``) or
     with keyword arguments (declarative configuration passes its YAML keys). Without
     user_events it logs one warning and exports nothing. ``export`` never raises.
     ``redact(key, value)``, if given, rewrites or removes (returning None) each attribute
-    before it is written (see ``redaction``).
+    before it is written (see ``_export.redaction``).
     """
 
     def __init__(
@@ -44,43 +48,21 @@ class UserEventsSpanExporter(ExporterCore, SpanExporter):
             tracefs=tracefs,
             **kwargs,
         )
-        super().__init__({"span": SPAN.command(f"{config.prefix}_span")}, config, redact)
+        super().__init__({"span": SPAN.command(span_tracepoint(config.prefix))}, config, redact)
         self.registration = self._writer.registrations["span"]
 
     @property
     def enabled(self) -> bool:
         """True while a tracer listens to the span tracepoint (one memory read)."""
-        registration = self.registration
-        return (
-            registration is not None and registration.enable_words[registration.enable_index] != 0
-        )
+        return self.registration is not None and self.registration.enabled
+
+    def _route(self, span: ReadableSpan) -> Registration | None:
+        return self.registration
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        registration = self.registration
-        if self._shutdown:
-            return SpanExportResult.FAILURE
-        if registration is None:  # unavailable (a no-op, warned once) or not registered
-            if self._writer.available:
-                self._writer.count("dropped_unregistered", len(spans))
+        if self._export_items(spans, self._route, encode_span, redact_span):
             return SpanExportResult.SUCCESS
-        if not registration.enable_words[registration.enable_index]:
-            self._writer.count("not_listened", len(spans))
-            return SpanExportResult.SUCCESS
-        max_size = self.config.max_record_size
-        redact = self._redact
-        for span in spans:
-            try:
-                resource_id = self._resources.announce(span.resource)
-                if redact is not None:
-                    span = redact_span(span, redact)
-                payload, truncated = encode_span(span, resource_id, max_size)
-            except Exception as exc:  # noqa: BLE001 - never into the application
-                self._drop_invalid("a span", exc)
-                continue
-            if truncated:
-                self._writer.count("truncated")
-            self._writer.write(registration, payload)
-        return SpanExportResult.SUCCESS
+        return SpanExportResult.FAILURE
 
     def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
         self._shut_down()

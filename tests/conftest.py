@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from opentelemetry_exporter_userevents.abi import Registration, Tracefs, UserEventsData
+from opentelemetry_exporter_userevents.abi import Registration, UserEventsData
+from opentelemetry_exporter_userevents.abi.tracefs import Tracefs
 
 pytest_plugins = ["testbed.pytest_plugin"]
 

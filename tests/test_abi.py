@@ -11,11 +11,14 @@ import pytest
 from opentelemetry_exporter_userevents import abi
 from opentelemetry_exporter_userevents.abi import (
     USER_EVENT_REG_MULTI_FORMAT,
-    Tracefs,
     UserEventsData,
     UserEventsError,
     UserEventsUnavailable,
+    uapi,
+    user_events,
 )
+from opentelemetry_exporter_userevents.abi import tracefs as tracefs_module
+from opentelemetry_exporter_userevents.abi.tracefs import Tracefs
 
 FORMAT = """name: ev.1f
 ID: 441
@@ -37,17 +40,17 @@ print fmt: "a=%u msg=%s", REC->a, __get_rel_str(msg)
 
 
 def test_ioctl_numbers_and_struct_sizes_match_the_uapi():
-    assert abi.DIAG_IOCSREG == 0xC0082A00
-    assert abi.DIAG_IOCSDEL == 0x40082A01
-    assert abi.DIAG_IOCSUNREG == 0x40082A02
-    assert abi.ffi.sizeof("struct user_reg") == 28
-    assert abi.ffi.offsetof("struct user_reg", "write_index") == 24
-    assert abi.ffi.sizeof("struct user_unreg") == 16
+    assert uapi.DIAG_IOCSREG == 0xC0082A00
+    assert uapi.DIAG_IOCSDEL == 0x40082A01
+    assert uapi.DIAG_IOCSUNREG == 0x40082A02
+    assert uapi.ffi.sizeof("struct user_reg") == 28
+    assert uapi.ffi.offsetof("struct user_reg", "write_index") == 24
+    assert uapi.ffi.sizeof("struct user_unreg") == 16
 
 
 def test_dynamic_locations():
-    assert abi.rel_loc(11, 0) == 11 << 16
-    assert abi.data_loc(5, 12) == (5 << 16) | 12
+    assert uapi.rel_loc(11, 0) == 11 << 16
+    assert uapi.data_loc(5, 12) == (5 << 16) | 12
 
 
 def test_parse_format_takes_layout_from_offset_and_size():
@@ -151,7 +154,7 @@ def test_unavailable_without_permission(tmp_path, monkeypatch):
     def denied(path, flags):
         raise PermissionError(errno.EACCES, "Permission denied", path)
 
-    monkeypatch.setattr(abi.os, "open", denied)
+    monkeypatch.setattr(tracefs_module.os, "open", denied)
 
     data = UserEventsData(tmp_path)
 
@@ -183,8 +186,8 @@ def fake_data(tmp_path, monkeypatch):
     (tmp_path / "user_events_data").write_bytes(b"")
 
     def make(kernel: FakeKernel) -> UserEventsData:
-        monkeypatch.setattr(abi, "register_ioctl", kernel.register)
-        monkeypatch.setattr(abi, "unregister_ioctl", kernel.unregister)
+        monkeypatch.setattr(uapi, "register_ioctl", kernel.register)
+        monkeypatch.setattr(uapi, "unregister_ioctl", kernel.unregister)
         return UserEventsData(tmp_path)
 
     return make
@@ -274,14 +277,14 @@ def test_every_registration_errno_has_a_meaning(err):
 
 
 def test_enable_words_are_aligned_distinct_and_reused_after_release():
-    words = abi._EnableWords()
+    words = user_events._EnableWords()
     taken = [words.acquire() for _ in range(words._BLOCK + 2)]
     addresses = [address for _, _, address in taken]
 
     assert len(set(addresses)) == len(addresses)
     assert all(address % 8 in (0, 4) for address in addresses)
     view, index, address = taken[5]
-    abi.ffi.cast("uint32_t *", address)[0] = 7  # what the kernel would do
+    uapi.ffi.cast("uint32_t *", address)[0] = 7  # what the kernel would do
     assert view[index] == 7
     words.release(address)
     again_view, again_index, again_address = words.acquire()

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.attributes import BoundedAttributes
 
-from opentelemetry_exporter_userevents.anyvalue import (
+from opentelemetry_exporter_userevents.record.anyvalue import (
     MAX_DEPTH,
     UnsupportedValue,
     decode,

@@ -12,10 +12,10 @@ from opentelemetry_exporter_userevents import (
     UserEventsLogRecordProcessor,
     UserEventsSpanExporter,
     UserEventsSpanProcessor,
-    writer,
 )
-from opentelemetry_exporter_userevents.config import ExporterConfig
-from tests.span_fixtures import make_logs, make_spans
+from opentelemetry_exporter_userevents._export import writer
+from opentelemetry_exporter_userevents._export.config import ExporterConfig
+from tests.support.span_fixtures import make_logs, make_spans
 
 
 @pytest.fixture(autouse=True)

@@ -11,26 +11,31 @@ import struct
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from opentelemetry_exporter_userevents import schema
+from opentelemetry_exporter_userevents._export.span_encoder import encode_span
 from opentelemetry_exporter_userevents.abi import parse_format
-from opentelemetry_exporter_userevents.decoder import RecordDecoder, TraceRecord
-from opentelemetry_exporter_userevents.rebuild import Rebuilder
-from opentelemetry_exporter_userevents.ring_buffer import PageError, PageLayout, decode_page
-from opentelemetry_exporter_userevents.spans import encode_span
-from tests.pages import data_event, page, record
-from tests.records import format_of
-from tests.span_fixtures import make_spans
+from opentelemetry_exporter_userevents.abi.ring_buffer import (
+    FTRACE_MAX_PAYLOAD,
+    PageError,
+    PageLayout,
+    parse_page,
+)
+from opentelemetry_exporter_userevents.reader.decoder import RecordDecoder, TraceRecord
+from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.record import schema
+from tests.support.pages import data_event, page, record
+from tests.support.records import format_of
+from tests.support.span_fixtures import make_spans
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 SPAN_FORMAT = format_of(schema.SPAN, "otel_span.1", event_id=300)
-GOOD = record(300, encode_span(make_spans()[1], 5, schema.MAX_PAYLOAD)[0])
+GOOD = record(300, encode_span(make_spans()[1], 5, FTRACE_MAX_PAYLOAD)[0])
 
 
 @SETTINGS
 @given(st.binary(max_size=4200))
 def test_arbitrary_bytes_decode_as_a_page_or_raise_page_error(raw):
     try:
-        decoded = decode_page(raw, PageLayout())
+        decoded = parse_page(raw, PageLayout())
     except PageError:
         return
     for _, payload in decoded.events:
@@ -42,7 +47,7 @@ def test_arbitrary_bytes_decode_as_a_page_or_raise_page_error(raw):
 def test_arbitrary_event_headers_decode_or_raise_page_error(words, timestamp):
     data = struct.pack(f"<{len(words)}I", *words)
     try:
-        decode_page(page(timestamp, [data]), PageLayout())
+        parse_page(page(timestamp, [data]), PageLayout())
     except PageError:
         pass
 
@@ -73,7 +78,7 @@ def test_arbitrary_format_text_parses_or_raises_value_error(text):
     except ValueError:
         return
     try:
-        schema.SPAN.decoder(fmt)
+        schema.SPAN.unpacker(fmt)
     except ValueError:
         pass
 
@@ -97,7 +102,7 @@ def test_arbitrary_format_layouts_decode_or_raise_value_error(fields, raw):
         "\tsize:2;\tsigned:0;\n\n" + "\n".join(lines) + '\n\nprint fmt: ""\n'  # fmt: skip
     fmt = parse_format(text)
     try:
-        decode = schema.SPAN.decoder(fmt)
+        decode = schema.SPAN.unpacker(fmt).unpack
     except ValueError:
         return
     try:

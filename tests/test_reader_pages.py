@@ -7,17 +7,27 @@ from __future__ import annotations
 
 import pytest
 
-from opentelemetry_exporter_userevents import schema
-from opentelemetry_exporter_userevents.decoder import RecordDecoder, base_name
-from opentelemetry_exporter_userevents.ring_buffer import (
+from opentelemetry_exporter_userevents._export.span_encoder import encode_span
+from opentelemetry_exporter_userevents.abi.ring_buffer import (
+    FTRACE_MAX_PAYLOAD,
     PageError,
     PageLayout,
-    decode_page,
+    parse_page,
 )
-from opentelemetry_exporter_userevents.spans import encode_span
-from tests.pages import HEADER_PAGE, absolute, data_event, padding, page, record, time_extend
-from tests.records import format_of
-from tests.span_fixtures import make_spans
+from opentelemetry_exporter_userevents.reader.decoder import RecordDecoder
+from opentelemetry_exporter_userevents.record import schema
+from opentelemetry_exporter_userevents.record.tracepoints import base_name
+from tests.support.pages import (
+    HEADER_PAGE,
+    absolute,
+    data_event,
+    padding,
+    page,
+    record,
+    time_extend,
+)
+from tests.support.records import format_of
+from tests.support.span_fixtures import make_spans
 
 LAYOUT = PageLayout()
 
@@ -34,7 +44,7 @@ def test_short_and_long_events_with_their_timestamps():
     long = bytes(range(200))
     raw = page(1000, [data_event(5, b"abc"), data_event(7, long), data_event(0, b"x" * 112)])
 
-    decoded = decode_page(raw, LAYOUT)
+    decoded = parse_page(raw, LAYOUT)
 
     assert [(ts, bytes(p)) for ts, p in decoded.events] == [
         (1005, b"abc\0"),
@@ -51,7 +61,7 @@ def test_time_extend_and_absolute_timestamps():
         [time_extend(big), data_event(0, b"a"), absolute((1 << 40) + 5), data_event(2, b"b")],
     )
 
-    events = decode_page(raw, LAYOUT).events
+    events = parse_page(raw, LAYOUT).events
 
     assert [ts for ts, _ in events] == [(1 << 40) + big, (1 << 40) + 7]
 
@@ -59,7 +69,7 @@ def test_time_extend_and_absolute_timestamps():
 def test_discarded_event_is_skipped_without_its_delta():
     raw = page(100, [data_event(1, b"a"), padding(24), data_event(1, b"b")])
 
-    events = decode_page(raw, LAYOUT).events
+    events = parse_page(raw, LAYOUT).events
 
     assert [(ts, bytes(p)) for ts, p in events] == [(101, b"a\0\0\0"), (102, b"b\0\0\0")]
 
@@ -67,17 +77,17 @@ def test_discarded_event_is_skipped_without_its_delta():
 def test_null_padding_ends_the_page():
     raw = page(100, [data_event(1, b"a"), b"\x1d\0\0\0\0\0\0\0", data_event(1, b"b")])
 
-    assert len(decode_page(raw, LAYOUT).events) == 1
+    assert len(parse_page(raw, LAYOUT).events) == 1
 
 
 def test_missed_events_flag_and_stored_count():
-    assert decode_page(page(1, [], missed_flag=True), LAYOUT).missed
-    counted = decode_page(page(1, [data_event(0, b"a")], missed=17), LAYOUT)
+    assert parse_page(page(1, [], missed_flag=True), LAYOUT).missed
+    counted = parse_page(page(1, [data_event(0, b"a")], missed=17), LAYOUT)
     assert counted.missed and counted.missed_count == 17
 
 
 def test_zero_filled_page_has_no_events():
-    assert decode_page(bytes(4096), LAYOUT).events == []
+    assert parse_page(bytes(4096), LAYOUT).events == []
 
 
 @pytest.mark.parametrize(
@@ -92,7 +102,7 @@ def test_zero_filled_page_has_no_events():
 )
 def test_corrupt_pages_raise_page_error(raw):
     with pytest.raises(PageError):
-        decode_page(raw, LAYOUT)
+        parse_page(raw, LAYOUT)
 
 
 def _decoder() -> RecordDecoder:
@@ -103,7 +113,7 @@ def _decoder() -> RecordDecoder:
 
 def test_decoder_decodes_span_records_and_counts_what_it_cannot():
     span = make_spans()[0]
-    payload, _ = encode_span(span, 42, schema.MAX_PAYLOAD)
+    payload, _ = encode_span(span, 42, FTRACE_MAX_PAYLOAD)
     good = record(300, payload, pid=1234)
     raw = page(
         50,

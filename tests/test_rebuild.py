@@ -10,16 +10,18 @@ import json
 
 from opentelemetry.sdk.resources import Resource
 
-from opentelemetry_exporter_userevents import anyvalue, otlp_json, schema
-from opentelemetry_exporter_userevents.decoder import TraceRecord
-from opentelemetry_exporter_userevents.logs import encode_log
-from opentelemetry_exporter_userevents.rebuild import Rebuilder
-from opentelemetry_exporter_userevents.resource import resource_id
-from opentelemetry_exporter_userevents.spans import encode_span
-from opentelemetry_exporter_userevents.tree_view import TreeView
-from tests.pages import record
-from tests.records import format_of, plain, same
-from tests.span_fixtures import RESOURCE, make_logs, make_spans
+from opentelemetry_exporter_userevents._export.log_encoder import encode_log
+from opentelemetry_exporter_userevents._export.resource import resource_id
+from opentelemetry_exporter_userevents._export.span_encoder import encode_span
+from opentelemetry_exporter_userevents.abi.ring_buffer import FTRACE_MAX_PAYLOAD
+from opentelemetry_exporter_userevents.reader import otlp_json
+from opentelemetry_exporter_userevents.reader.decoder import TraceRecord
+from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.tree_view import TreeView
+from opentelemetry_exporter_userevents.record import anyvalue, flags, schema
+from tests.support.pages import record
+from tests.support.records import format_of, plain, same
+from tests.support.span_fixtures import RESOURCE, make_logs, make_spans
 
 SPAN_FORMAT = format_of(schema.SPAN, "otel_span.0")
 LOG_FORMAT = format_of(schema.LOG, "otel_log_info.0")
@@ -27,14 +29,14 @@ RESOURCE_FORMAT = format_of(schema.RESOURCE, "otel_resource.0")
 
 
 def span_record(span, rid=1) -> TraceRecord:
-    payload, _ = encode_span(span, rid, schema.MAX_PAYLOAD)
+    payload, _ = encode_span(span, rid, FTRACE_MAX_PAYLOAD)
     return TraceRecord(
         0, "span", "otel_span.0", 1, schema.SPAN.unpack(record(1, payload), SPAN_FORMAT)
     )
 
 
 def log_record(readable, rid=1) -> TraceRecord:
-    payload, _ = encode_log(readable, rid, schema.MAX_PAYLOAD)
+    payload, _ = encode_log(readable, rid, FTRACE_MAX_PAYLOAD)
     values = schema.LOG.unpack(record(1, payload), LOG_FORMAT)
     return TraceRecord(0, "log", "otel_log_info.0", 1, values)
 
@@ -169,7 +171,7 @@ def test_truncated_and_invalid_records_are_counted():
     span = make_spans()[0]
     rebuilder = Rebuilder()
     cut = span_record(span, _rid())
-    cut.values["truncated"] = schema.TRUNCATED_EVENTS
+    cut.values["truncated"] = flags.TRUNCATED_EVENTS
     broken = span_record(span, _rid())
     broken.values["attributes"] = "{not json"
 

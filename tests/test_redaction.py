@@ -14,11 +14,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry_exporter_userevents import (
     UserEventsLogExporter,
     UserEventsSpanExporter,
-    anyvalue,
 )
-from opentelemetry_exporter_userevents.schema import LOG, RESOURCE, SPAN
-from tests.fake_kernel import FakeKernel
-from tests.span_fixtures import make_logs, make_spans
+from opentelemetry_exporter_userevents.record import anyvalue
+from opentelemetry_exporter_userevents.record.schema import LOG, RESOURCE, SPAN
+from tests.support.fake_kernel import FakeKernel
+from tests.support.span_fixtures import make_logs, make_spans
 
 SECRET = "hunter2"
 

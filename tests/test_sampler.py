@@ -18,7 +18,8 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, Decision
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from opentelemetry.trace.span import TraceState
 
-from opentelemetry_exporter_userevents import UserEventsSampler, writer
+from opentelemetry_exporter_userevents import UserEventsSampler
+from opentelemetry_exporter_userevents._export import writer
 from opentelemetry_exporter_userevents.sampler import sampler_factory
 
 

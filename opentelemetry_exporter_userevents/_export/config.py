@@ -1,0 +1,85 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""Exporter settings from keyword arguments, then environment variables, then defaults."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry_exporter_userevents import environment_variables as env
+from opentelemetry_exporter_userevents.abi.ring_buffer import FTRACE_MAX_PAYLOAD, PERF_MAX_PAYLOAD
+
+_logger = logging.getLogger(__name__)
+
+_PREFIX = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,31}$")
+
+
+@dataclass(frozen=True)
+class ExporterConfig:
+    prefix: str = "otel"
+    max_record_size: int = FTRACE_MAX_PAYLOAD
+    resource_interval_millis: int = 10_000
+    tracefs: str | None = None
+
+    @classmethod
+    def from_arguments(
+        cls,
+        *,
+        prefix: str | None = None,
+        max_record_size: int | None = None,
+        resource_interval_millis: int | None = None,
+        tracefs: str | None = None,
+        **unknown: Any,
+    ) -> ExporterConfig:
+        """Settings for an exporter; declarative configuration passes its YAML keys here."""
+        if unknown:
+            _logger.warning("user_events exporter: ignoring unknown options %s", sorted(unknown))
+        prefix = prefix or os.environ.get(env.OTEL_EXPORTER_USER_EVENTS_PREFIX) or cls.prefix
+        if not _PREFIX.match(prefix):
+            _logger.warning(
+                "user_events exporter: prefix %r is not a C identifier of at most 32 "
+                "characters; using %r",
+                prefix,
+                cls.prefix,
+            )
+            prefix = cls.prefix
+        size = _number(max_record_size, env.OTEL_EXPORTER_USER_EVENTS_MAX_RECORD_SIZE)
+        if size is not None and not 1024 <= size <= PERF_MAX_PAYLOAD:
+            _logger.warning(
+                "user_events exporter: max_record_size %d outside 1024..%d; using %d",
+                size,
+                PERF_MAX_PAYLOAD,
+                FTRACE_MAX_PAYLOAD,
+            )
+            size = None
+        interval = _number(
+            resource_interval_millis, env.OTEL_EXPORTER_USER_EVENTS_RESOURCE_INTERVAL
+        )
+        if interval is not None and interval < 1:
+            interval = None
+        return cls(
+            prefix=prefix,
+            max_record_size=size or cls.max_record_size,
+            resource_interval_millis=interval or cls.resource_interval_millis,
+            tracefs=tracefs or os.environ.get(env.OTEL_EXPORTER_USER_EVENTS_TRACEFS) or None,
+        )
+
+
+def _number(argument: int | None, variable: str) -> int | None:
+    if argument is not None:
+        return int(argument)
+    text = os.environ.get(variable, "").strip()
+    if not text:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        _logger.warning(
+            "user_events exporter: %s=%r is not a whole number; ignored", variable, text
+        )
+        return None

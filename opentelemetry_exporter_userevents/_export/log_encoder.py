@@ -1,0 +1,79 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""The log encoder: a ReadableLogRecord as an ``otel_log_<class>`` record (the LOG schema).
+
+Trace id, span id and flags come from the record itself, never from its context: the
+batch processor blanks the context (SDK 1.44+). The body may be any value, in the value
+encoding; ``null`` is no body. A record too large is cut to fit: texts other than the body
+longer than an eighth of the record are shortened with a marker, then attributes are dropped
+(counted in dropped_attributes), then texts are shortened further; a body that is cut becomes
+a string ending with the marker, with the TRUNCATED_TEXT bit set.
+"""
+
+from __future__ import annotations
+
+from opentelemetry.sdk._logs import ReadableLogRecord
+
+from opentelemetry_exporter_userevents._export.attributes import encode_attributes, encode_scope
+from opentelemetry_exporter_userevents._export.fit import RecordFitter
+from opentelemetry_exporter_userevents.record import anyvalue
+from opentelemetry_exporter_userevents.record.flags import (
+    LOG_BODY,
+    LOG_EVENT_NAME,
+    LOG_SEVERITY_TEXT,
+)
+from opentelemetry_exporter_userevents.record.plain_text import encode_plain
+from opentelemetry_exporter_userevents.record.schema import LOG
+
+_SEVERITY_TEXT, _EVENT_NAME, _BODY, _ATTRIBUTES, _SCOPE = range(5)
+_CUTTABLE = (_SEVERITY_TEXT, _EVENT_NAME, _SCOPE)
+
+
+def severity_number(readable: ReadableLogRecord) -> int:
+    number = readable.log_record.severity_number
+    return number._value_ if number is not None else 0  # _value_: a plain read, unlike .value
+
+
+def encode_log(readable: ReadableLogRecord, resource_id: int, max_size: int) -> tuple[bytes, bool]:
+    """The record payload of a log record, and whether it had to be cut to fit.
+
+    Raises anyvalue.UnsupportedValue if the body cannot be encoded (the caller counts
+    the record as dropped).
+    """
+    record = readable.log_record
+    attributes, bad_attributes = encode_attributes(record.attributes)
+    texts = [
+        encode_plain(record.severity_text or ""),
+        encode_plain(record.event_name or ""),
+        anyvalue.encode(record.body, "body").encode(),
+        attributes,
+        encode_scope(readable.instrumentation_scope),
+    ]
+    dropped = readable.dropped_attributes + bad_attributes
+    truncated = 0
+    if LOG.size(texts) > max_size:
+        fitter = RecordFitter(LOG, texts, max_size)
+        fitter.cap_texts(_CUTTABLE)
+        dropped += fitter.drop_attributes(_ATTRIBUTES, record.attributes)
+        fitter.cut_body(_BODY)
+        fitter.cut_texts(_CUTTABLE)
+        truncated = fitter.truncated
+    flags = (
+        (LOG_SEVERITY_TEXT if record.severity_text is not None else 0)
+        | (LOG_EVENT_NAME if record.event_name is not None else 0)
+        | (LOG_BODY if record.body is not None else 0)
+    )
+    fixed = (
+        record.timestamp or 0,
+        record.observed_timestamp or 0,
+        resource_id,
+        b"%032x" % (record.trace_id or 0),
+        b"%016x" % (record.span_id or 0),
+        dropped,
+        severity_number(readable),
+        int(record.trace_flags or 0),
+        flags,
+        truncated,
+    )
+    return LOG.pack(fixed, texts), bool(truncated)

@@ -1,0 +1,284 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""The tracefs file system: where it is, event directories, instances, filters, pipes.
+
+Also the one place that says why user_events cannot be used here (no tracefs, no
+``user_events_data``, no rights), for writers and readers alike.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+
+from opentelemetry_exporter_userevents.abi.format import (
+    EventFormat,
+    command_fields,
+    parse_format,
+    split_multi_format_name,
+)
+from opentelemetry_exporter_userevents.abi.uapi import USER_EVENTS_MULTI_SYSTEM
+
+
+class Tracefs:
+    """A tracefs mount: event directories, format files, enable switches, status."""
+
+    CANDIDATES = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    @classmethod
+    def find(cls, mounts: str = "/proc/mounts") -> Tracefs | None:
+        """Locate tracefs from ``mounts`` (tracefs, or debugfs's ``tracing``), else the usual
+        paths; None if none looks like tracefs."""
+        mounted: list[str] = []
+        try:
+            with open(mounts, encoding="utf-8", errors="replace") as file:
+                for line in file:
+                    parts = line.split()
+                    if len(parts) < 3:
+                        continue
+                    point = parts[1].replace("\\040", " ")
+                    if parts[2] == "tracefs":
+                        mounted.insert(0, point)
+                    elif parts[2] == "debugfs":
+                        mounted.append(os.path.join(point, "tracing"))
+        except OSError:
+            pass
+        # tracefs's root is 0700 by default: an unprivileged user can see a mount point but
+        # not its files, so a mounted tracefs counts even when its files cannot be read.
+        for candidate in mounted:
+            if os.path.isdir(candidate):
+                return cls(candidate)
+        for candidate in cls.CANDIDATES:
+            if _exists(os.path.join(candidate, "README")) or _exists(
+                os.path.join(candidate, "user_events_data")
+            ):
+                return cls(candidate)
+        return None
+
+    def event_dir(self, system: str, name: str, instance: str | None = None) -> str:
+        root = os.path.join(self.path, "instances", instance) if instance else self.path
+        return os.path.join(root, "events", system, name)
+
+    def read_format(self, system: str, name: str) -> EventFormat:
+        with open(os.path.join(self.event_dir(system, name), "format"), encoding="utf-8") as f:
+            return parse_format(f.read())
+
+    def event_id(self, system: str, name: str) -> int:
+        with open(os.path.join(self.event_dir(system, name), "id"), encoding="ascii") as f:
+            return int(f.read())
+
+    def events(self, system: str) -> list[str]:
+        """Names of the events of ``system``; empty if there are none (or no such system)."""
+        try:
+            entries = os.listdir(os.path.join(self.path, "events", system))
+        except FileNotFoundError:
+            return []
+        return sorted(e for e in entries if e not in ("enable", "filter"))
+
+    def multi_format_versions(self, name: str) -> list[str]:
+        """Every ``user_events_multi/<name>.<hex id>`` tracepoint, oldest id first."""
+        found = []
+        for event in self.events(USER_EVENTS_MULTI_SYSTEM):
+            base, format_id = split_multi_format_name(event)
+            if base == name and format_id is not None:
+                found.append((format_id, event))
+        return [event for _, event in sorted(found)]
+
+    def find_multi_format(self, command: str) -> str | None:
+        """The multi-format tracepoint whose format file has exactly ``command``'s fields."""
+        try:
+            wanted = command_fields(command)
+        except (ValueError, IndexError):
+            return None
+        name = command.split(" ", 1)[0]
+        matches = []
+        for event in self.multi_format_versions(name):
+            try:
+                fmt = self.read_format(USER_EVENTS_MULTI_SYSTEM, event)
+            except (OSError, ValueError):
+                continue
+            if [(f.type, f.name, f.size) for f in fmt.fields] == wanted:
+                matches.append(event)
+        return matches[-1] if matches else None
+
+    def set_enabled(
+        self, system: str, name: str, enabled: bool, instance: str | None = None
+    ) -> None:
+        """Attach (or detach) ftrace to an event, in the global buffer or an instance."""
+        with open(os.path.join(self.event_dir(system, name, instance), "enable"), "w") as f:
+            f.write("1" if enabled else "0")
+
+    def status(self) -> str:
+        """The text of ``user_events_status``: each tracepoint and who uses it."""
+        with open(os.path.join(self.path, "user_events_status"), encoding="utf-8") as f:
+            return f.read()
+
+    # --- instances: private buffers for readers (Documentation/trace/ftrace.rst) ---------
+
+    def instance_dir(self, instance: str) -> str:
+        return os.path.join(self.path, "instances", instance)
+
+    def instances(self) -> list[str]:
+        """Names of the tracefs instances (each has its own ring buffer)."""
+        try:
+            return sorted(os.listdir(os.path.join(self.path, "instances")))
+        except FileNotFoundError:
+            return []
+
+    def create_instance(self, instance: str) -> None:
+        """``mkdir instances/<instance>``: a ring buffer of its own, every event disabled."""
+        os.mkdir(self.instance_dir(instance))
+
+    def remove_instance(self, instance: str) -> None:
+        """``rmdir instances/<instance>``: the kernel disables its events and frees its buffer.
+        EBUSY while a file of the instance is open."""
+        os.rmdir(self.instance_dir(instance))
+
+    def set_filter(self, system: str, name: str, expression: str, instance: str) -> None:
+        """Set an event's filter in an instance; ValueError with the kernel's reason if the
+        kernel rejects it (e.g. a field the event does not have)."""
+        path = os.path.join(self.event_dir(system, name, instance), "filter")
+        try:
+            with open(path, "w") as f:
+                f.write(expression)
+        except OSError as error:
+            if error.errno != errno.EINVAL:
+                raise
+            try:
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    reason = " ".join(f.read().split())
+            except OSError:
+                reason = ""
+            message = f"the kernel rejected filter {expression!r} for {name}: {reason}"
+            raise ValueError(message) from None
+
+    def cpus(self, instance: str) -> list[int]:
+        """The CPUs that have a ring buffer in the instance (``per_cpu/cpuN``)."""
+        entries = os.listdir(os.path.join(self.instance_dir(instance), "per_cpu"))
+        return sorted(int(e[3:]) for e in entries if e.startswith("cpu") and e[3:].isdigit())
+
+    def trace_pipe_raw(self, instance: str, cpu: int) -> str:
+        """The consuming binary reader of one CPU's ring buffer: one sub-buffer per read."""
+        return os.path.join(self.instance_dir(instance), "per_cpu", f"cpu{cpu}", "trace_pipe_raw")
+
+    def cpu_stats(self, instance: str, cpu: int) -> dict[str, int]:
+        """The integer lines of ``per_cpu/cpuN/stats`` (entries, overrun, dropped events...)."""
+        path = os.path.join(self.instance_dir(instance), "per_cpu", f"cpu{cpu}", "stats")
+        stats = {}
+        with open(path, encoding="ascii", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                value = value.strip()
+                if value.isdigit():
+                    stats[key.strip()] = int(value)
+        return stats
+
+    def set_buffer_size_kb(self, instance: str, size_kb: int) -> None:
+        """The per-CPU ring buffer size of an instance, in KiB (the kernel rounds up)."""
+        with open(os.path.join(self.instance_dir(instance), "buffer_size_kb"), "w") as f:
+            f.write(str(size_kb))
+
+    def header_page(self) -> str:
+        """``events/header_page``: the layout of a ring-buffer sub-buffer."""
+        with open(os.path.join(self.path, "events", "header_page"), encoding="ascii") as f:
+            return f.read()
+
+    def sub_buffer_size(self, instance: str) -> int | None:
+        """The instance's sub-buffer size in bytes (``buffer_subbuf_size_kb``, Linux 6.8+);
+        None on older kernels, where it is ``header_page``'s."""
+        path = os.path.join(self.instance_dir(instance), "buffer_subbuf_size_kb")
+        try:
+            with open(path, encoding="ascii") as f:
+                return int(f.read()) * 1024
+        except (OSError, ValueError):
+            return None
+
+
+def _exists(path: str) -> bool:
+    try:
+        os.stat(path)
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+class TracefsError(Exception):
+    """tracefs cannot be used here for reading; the message says why and what to do."""
+
+
+NOT_MOUNTED = (
+    "tracefs is not mounted (looked in /proc/mounts, /sys/kernel/tracing and "
+    "/sys/kernel/debug/tracing); as root: mount -t tracefs nodev /sys/kernel/tracing"
+)
+
+
+def no_user_events(data_path: str) -> str:
+    return (
+        f"{data_path} does not exist: this kernel ({os.uname().release}) has no "
+        "user_events (it needs CONFIG_USER_EVENTS=y, Linux 6.4 or later)"
+    )
+
+
+def rights_message(what: str) -> str:
+    """Why a reader was refused, and what it needs."""
+    return (
+        f"permission denied: the reader needs to {what}. Run it as root, or with "
+        "CAP_SYS_ADMIN and write access to tracefs (tracefs is root-only by default)"
+    )
+
+
+def find_tracefs(path: str | None = None) -> Tracefs:
+    """``path`` as tracefs, or the mounted one; TracefsError saying how to mount it."""
+    found = Tracefs(path) if path else Tracefs.find()
+    if found is None:
+        raise TracefsError(NOT_MOUNTED)
+    return found
+
+
+def check_user_events(tracefs: Tracefs) -> None:
+    """TracefsError unless tracefs is readable here and the kernel has user_events."""
+    path = tracefs.path
+    data_path = os.path.join(path, "user_events_data")
+    if not os.path.exists(data_path):
+        if not os.access(path, os.R_OK | os.X_OK):
+            raise TracefsError(rights_message(f"read {path}"))
+        raise TracefsError(no_user_events(data_path))
+
+
+def open_user_events_data(
+    path: str | os.PathLike[str] | None,
+) -> tuple[Tracefs | None, int, str | None]:
+    """Open ``user_events_data`` for writing: (tracefs, fd, None), or (tracefs or None, -1,
+    why not) when user_events cannot be used here; never raises."""
+    if not sys.platform.startswith("linux"):
+        return None, -1, f"user_events needs Linux, this is {sys.platform}"
+    tracefs = Tracefs(os.fspath(path)) if path is not None else Tracefs.find()
+    if tracefs is None:
+        return (
+            None,
+            -1,
+            NOT_MOUNTED,
+        )
+    data_path = os.path.join(tracefs.path, "user_events_data")
+    try:
+        fd = os.open(data_path, os.O_RDWR | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            reason = no_user_events(data_path)
+        elif exc.errno in (errno.EACCES, errno.EPERM):
+            reason = (
+                f"no permission to open {data_path} for writing: it is root-owned, mode 0640 "
+                "by default; run as root or grant this user's group read-write access to it "
+                f"and search (x) access to {tracefs.path} (see the README)"
+            )
+        else:
+            reason = f"cannot open {data_path}: {exc.strerror}"
+        return tracefs, -1, reason
+    return tracefs, fd, None

@@ -1,0 +1,288 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""Registering user_events and writing records: enable words, registrations, writes.
+
+The kernel writes each registration's enable bit into our memory while a tracer (ftrace,
+perf, eBPF) is attached; writers read it (one memory read) before doing any work, and
+write a record with one ``writev`` of ``[s32 write index][payload]``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import struct
+import threading
+
+from opentelemetry_exporter_userevents import _forksafe
+from opentelemetry_exporter_userevents.abi import uapi
+from opentelemetry_exporter_userevents.abi.errors import UserEventsError, UserEventsUnavailable
+from opentelemetry_exporter_userevents.abi.tracefs import Tracefs, open_user_events_data
+from opentelemetry_exporter_userevents.abi.uapi import (
+    MAX_COMMAND_BYTES,
+    USER_EVENT_REG_MULTI_FORMAT,
+    USER_EVENTS_MULTI_SYSTEM,
+    USER_EVENTS_SYSTEM,
+    ffi,
+)
+
+# --- Enable words -----------------------------------------------------------------------
+
+
+class _EnableWords:
+    """32-bit words the kernel writes enable bits into, alive for the whole process.
+
+    The kernel writes by virtual address until the registration is unregistered, so the
+    memory must never move or be freed while registered: blocks are allocated once and
+    never released, and a word is reused only after its registration was unregistered.
+    """
+
+    _BLOCK = 1024
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        _forksafe.register(self)
+        self._blocks: list[tuple[object, memoryview, int]] = []
+        self._free: list[tuple[int, int]] = []
+
+    def acquire(self) -> tuple[memoryview, int, int]:
+        """Return (view of the block as u32 words, index in the block, address of the word)."""
+        with self._lock:
+            if not self._free:
+                block = ffi.new("uint32_t[]", self._BLOCK)
+                base = int(ffi.cast("uintptr_t", block))
+                view = memoryview(ffi.buffer(block)).cast("I")
+                self._blocks.append((block, view, base))
+                number = len(self._blocks) - 1
+                self._free.extend((number, i) for i in reversed(range(self._BLOCK)))
+            number, index = self._free.pop()
+        _, view, base = self._blocks[number]
+        view[index] = 0
+        return view, index, base + 4 * index
+
+    def release(self, address: int) -> None:
+        with self._lock:
+            for number, (_, _, base) in enumerate(self._blocks):
+                if base <= address < base + 4 * self._BLOCK:
+                    self._free.append((number, (address - base) // 4))
+                    return
+
+
+_enable_words = _EnableWords()
+
+
+# --- Registration -----------------------------------------------------------------------
+
+
+class Registration:
+    """One registered event: its write index, tracepoint and enable word.
+
+    Hot paths take ``words, index = enable_word(reg)`` once and test ``words[index]``
+    inline (one memory read); the ``enabled`` property is the same read behind a call.
+    """
+
+    __slots__ = (
+        "_data",
+        "_tracepoint",
+        "command",
+        "enable_address",
+        "enable_index",
+        "enable_words",
+        "flags",
+        "index_bytes",
+        "name",
+        "system",
+        "write_index",
+        "__weakref__",
+    )
+
+    enable_bit = 0
+
+    def __init__(
+        self,
+        data: UserEventsData,
+        command: str,
+        flags: int,
+        write_index: int,
+        words: memoryview,
+        index: int,
+        address: int,
+    ) -> None:
+        self._data = data
+        self.command = command
+        self.flags = flags
+        self.name = command.split(" ", 1)[0]
+        self.system = (
+            USER_EVENTS_MULTI_SYSTEM if flags & USER_EVENT_REG_MULTI_FORMAT else USER_EVENTS_SYSTEM
+        )
+        self.write_index = write_index
+        self.index_bytes = struct.pack("<i", write_index)
+        """The write index as the 4 bytes that start every record (``os.writev``'s first part)."""
+        self.enable_words = words
+        self.enable_index = index
+        self.enable_address = address
+        self._tracepoint: str | None = None
+
+    @property
+    def enabled(self) -> bool:
+        """True while any tracer (ftrace in any instance, perf, eBPF) is attached."""
+        return self.enable_words[self.enable_index] != 0
+
+    @property
+    def registered(self) -> bool:
+        return self.enable_address != 0
+
+    @property
+    def tracepoint(self) -> str | None:
+        """The tracefs event name: ``NAME`` or, multi-format, ``NAME.<hex id>``.
+
+        The kernel does not return the multi-format id, so it is found by matching this
+        command's fields against the ``format`` files; None if tracefs is not readable.
+        """
+        if self._tracepoint is None:
+            if self.system == USER_EVENTS_SYSTEM:
+                self._tracepoint = self.name
+            elif self._data.tracefs is not None:
+                self._tracepoint = self._data.tracefs.find_multi_format(self.command)
+        return self._tracepoint
+
+    def write(self, *parts: bytes | bytearray | memoryview) -> int:
+        """Write one record (the payload ``parts`` concatenated); return the bytes written.
+
+        EBADF means no tracer is attached: callers that checked ``enabled`` first should
+        count it as a dropped record (a listener detached between the check and the write).
+        """
+        try:
+            return os.writev(self._data.fd, (self.index_bytes, *parts))
+        except OSError as exc:
+            raise UserEventsError("write", exc.errno or errno.EIO, self.command) from None
+
+    def unregister(self) -> None:
+        """Stop the kernel updating the enable word (it clears it); idempotent."""
+        self._data._unregister(self)
+
+    def __repr__(self) -> str:
+        return (
+            f"Registration({self.system}/{self._tracepoint or self.name}, "
+            f"write_index={self.write_index}, enabled={self.enabled})"
+        )
+
+
+class UserEventsData:
+    """An open ``user_events_data`` file, where events are registered and written.
+
+    Construction never raises: when user_events cannot be used (not Linux, no tracefs,
+    no ``user_events_data``, no permission) ``available`` is False and ``reason`` says
+    why, and :meth:`register` raises :class:`UserEventsUnavailable`.
+    """
+
+    def __init__(self, tracefs: str | os.PathLike[str] | None = None) -> None:
+        self.fd = -1
+        self.reason: str | None = None
+        self.tracefs: Tracefs | None = None
+        self.multi_format: bool | None = None
+        """Whether the kernel accepts USER_EVENT_REG_MULTI_FORMAT; None until first tried."""
+        self._lock = threading.Lock()
+        _forksafe.register(self)
+        self._registrations: dict[int, Registration] = {}
+        self.tracefs, self.fd, self.reason = open_user_events_data(tracefs)
+
+    @property
+    def available(self) -> bool:
+        return self.fd >= 0
+
+    def register(self, command: str, flags: int = USER_EVENT_REG_MULTI_FORMAT) -> Registration:
+        """Register ``command`` ("NAME FIELD; FIELD; ...") and return its registration.
+
+        With USER_EVENT_REG_MULTI_FORMAT (the default) a kernel that answers EINVAL is
+        asked again without it: kernels before 6.9 do not know the flag.
+        """
+        if not self.available:
+            raise UserEventsUnavailable(errno.ENODEV, self.reason or "user_events unavailable")
+        if len(command.encode()) > MAX_COMMAND_BYTES:
+            raise UserEventsError("register", errno.EINVAL, command)
+        if flags & USER_EVENT_REG_MULTI_FORMAT and self.multi_format is False:
+            flags &= ~USER_EVENT_REG_MULTI_FORMAT
+        words, index, address = _enable_words.acquire()
+        try:
+            try:
+                write_index = uapi.register_ioctl(self.fd, command, flags, address, 0)
+            except UserEventsError as exc:
+                retry = flags & USER_EVENT_REG_MULTI_FORMAT and self.multi_format is None
+                if exc.errno != errno.EINVAL or not retry:
+                    raise
+                # Bad command text fails again here, with the same EINVAL.
+                flags &= ~USER_EVENT_REG_MULTI_FORMAT
+                write_index = uapi.register_ioctl(self.fd, command, flags, address, 0)
+                self.multi_format = False
+            else:
+                if flags & USER_EVENT_REG_MULTI_FORMAT:
+                    self.multi_format = True
+        except BaseException:
+            _enable_words.release(address)
+            raise
+        registration = Registration(self, command, flags, write_index, words, index, address)
+        with self._lock:
+            self._registrations[address] = registration
+        return registration
+
+    def _unregister(self, registration: Registration) -> None:
+        with self._lock:
+            address = registration.enable_address
+            if not address or self._registrations.get(address) is not registration:
+                return
+            del self._registrations[address]
+            registration.enable_address = 0
+        try:
+            uapi.unregister_ioctl(self.fd, address, registration.enable_bit, registration.command)
+        except UserEventsError as exc:
+            if exc.errno != errno.ENOENT:
+                raise  # the kernel may still write the word: never reuse it
+        _enable_words.release(address)
+
+    def delete(self, name: str) -> None:
+        """Delete the events registered as ``name`` (needs no other user of them)."""
+        if not self.available:
+            raise UserEventsUnavailable(errno.ENODEV, self.reason or "user_events unavailable")
+        uapi.delete_ioctl(self.fd, name)
+
+    def close(self) -> None:
+        """Unregister every registration of this object, then close the file; idempotent."""
+        with self._lock:
+            registrations = list(self._registrations.values())
+        for registration in registrations:
+            try:
+                registration.unregister()
+            except UserEventsError:
+                pass
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            if self.reason is None:
+                self.reason = "closed"
+            try:
+                os.close(fd)
+            except OSError:  # other code closed it already: nothing is left to close
+                pass
+
+    def __enter__(self) -> UserEventsData:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "available" if self.available else f"unavailable: {self.reason}"
+        return f"UserEventsData({self.tracefs.path if self.tracefs else None!r}, {state})"
+
+
+_NEVER = memoryview(b"\0\0\0\0").cast("I")
+
+
+def enable_word(registration: Registration | None) -> tuple[memoryview, int]:
+    """Where to read ``registration``'s enable bit: ``words[index]`` is non-zero while a
+    tracer listens. Without a registration, a word that stays 0. The one way every hot
+    path reads the bit (one memory read, no call)."""
+    if registration is None:
+        return _NEVER, 0
+    return registration.enable_words, registration.enable_index

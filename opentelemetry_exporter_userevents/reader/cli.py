@@ -1,0 +1,249 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""``otel-userevents``: see what is registered, and record spans and logs from tracefs.
+
+``status`` lists our tracepoints, their format versions and who listens. ``record``
+reads them through a private tracefs instance (:mod:`.trace_reader`), rebuilds spans and
+logs (:mod:`.rebuild`) and writes them to an output (:mod:`.outputs`): OTLP/JSON lines, a
+tree view, or any installed OpenTelemetry exporter by its entry-point name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from opentelemetry_exporter_userevents.abi.tracefs import (
+    Tracefs,
+    TracefsError,
+    check_user_events,
+    find_tracefs,
+)
+from opentelemetry_exporter_userevents.environment_variables import (
+    OTEL_EXPORTER_USER_EVENTS_PREFIX,
+    OTEL_EXPORTER_USER_EVENTS_TRACEFS,
+)
+from opentelemetry_exporter_userevents.reader.decoder import RecordDecoder
+from opentelemetry_exporter_userevents.reader.outputs import (
+    ExporterOutput,
+    OtlpJsonOutput,
+    Output,
+    TreeOutput,
+)
+from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.trace_reader import TraceReader, our_tracepoints
+
+POLL_INTERVAL = 0.2
+PROGRESS_INTERVAL = 2.0
+
+
+class _Stop(Exception):
+    """SIGTERM or SIGHUP: stop recording and clean up, like Ctrl-C."""
+
+
+def _raise_stop(signum: int, frame: Any) -> None:
+    raise _Stop(signal.Signals(signum).name)
+
+
+# --- commands ----------------------------------------------------------------------------
+
+
+def _tracefs(args: argparse.Namespace) -> Tracefs:
+    return find_tracefs(args.tracefs or os.environ.get(OTEL_EXPORTER_USER_EVENTS_TRACEFS))
+
+
+def status(args: argparse.Namespace, out: TextIO) -> int:
+    """Our tracepoints, their format versions, and who listens to each."""
+    tracefs = _tracefs(args)
+    check_user_events(tracefs)
+    try:
+        users = _status_users(tracefs.status())
+    except PermissionError:
+        raise TracefsError(f"permission denied reading {tracefs.path}: run as root") from None
+    decoder = RecordDecoder(args.prefix)
+    instances = tracefs.instances()
+    out.write(f"tracefs: {tracefs.path}\n")
+    found = our_tracepoints(tracefs, decoder)
+    for system, name, kind in found:
+        try:
+            fmt = tracefs.read_format(system, name)
+            schema = decoder.kind_of(name)[1]
+            schema.decoder(fmt)
+            version = f"id {fmt.id}, {len(fmt.fields)} fields, {schema.name} schema"
+        except ValueError as error:
+            version = f"not our schema ({error})"
+        except OSError:
+            version = "gone"
+        listeners = [u for u in users.get(name, ()) if u != "ftrace"]
+        for where in [None, *instances]:
+            try:
+                state = _read(os.path.join(tracefs.event_dir(system, name, where), "enable"))
+            except OSError:
+                continue
+            if state.strip().startswith("1"):
+                listeners.append(f"ftrace ({'instance ' + where if where else 'global'})")
+        if "ftrace" in users.get(name, ()) and not any("ftrace" in x for x in listeners):
+            listeners.append("ftrace")
+        out.write(f"{system}/{name}: {kind}, {version}\n")
+        out.write(f"  listeners: {', '.join(listeners) if listeners else 'none'}\n")
+    if not found:
+        out.write(f"no {args.prefix}_* tracepoints are registered\n")
+    return 0
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
+def _status_users(text: str) -> dict[str, list[str]]:
+    """``user_events_status`` lines: ``name # Used by ftrace perf`` -> {name: [...]}."""
+    users: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        name, _, used = line.partition(" # Used by")
+        if used:
+            users[name.strip()] = used.split()
+    return users
+
+
+def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Read until the duration ends, Ctrl-C, SIGTERM or SIGHUP; write what was rebuilt."""
+    if args.exporter:
+        output: Output = ExporterOutput(args.exporter)
+    elif args.format == "tree":
+        output = TreeOutput(out)
+    else:
+        output = OtlpJsonOutput(out)
+    reader = TraceReader(
+        _tracefs(args), args.prefix, args.filter, args.buffer_size_kb, args.rescan_interval
+    )
+    rebuilder = Rebuilder(resource_wait=args.resource_wait)
+    previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+    started = time.monotonic()
+    stop_reason = "duration"
+    try:
+        reader.start()
+        for name, reason in {**reader.filter_rejected, **reader.incompatible}.items():
+            err.write(f"otel-userevents: not recording {name}: {reason}\n")
+        if args.ready_file:  # tests and scripts wait for this before they start writing
+            with open(args.ready_file, "w") as f:
+                f.write(reader.instance)
+        deadline = started + args.duration if args.duration else None
+        next_progress = started + PROGRESS_INTERVAL
+        while True:
+            try:
+                records = reader.read()
+                output.write(rebuilder.add(records))
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    break
+                if (args.progress or err.isatty()) and now >= next_progress:
+                    err.write(_summary(reader, rebuilder, output, now - started, "") + "\n")
+                    err.flush()
+                    next_progress = now + PROGRESS_INTERVAL
+                if not records:
+                    time.sleep(POLL_INTERVAL)
+            except KeyboardInterrupt:
+                stop_reason = "interrupted"
+                break
+            except _Stop as signalled:
+                stop_reason = str(signalled)
+                break
+        output.write(rebuilder.add(reader.read()))
+        output.write(rebuilder.flush())
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        reader.close()
+        output.close()
+    if reader.cleanup_error:
+        err.write(f"otel-userevents: {reader.cleanup_error}\n")
+    err.write(_summary(reader, rebuilder, output, time.monotonic() - started, stop_reason) + "\n")
+    err.flush()
+    return 0
+
+
+def _summary(
+    reader: TraceReader, rebuilder: Rebuilder, output: Output, elapsed: float, stop: str
+) -> str:
+    decoded = reader.decoder.stats
+    rebuilt = rebuilder.stats
+    rate = decoded.records / elapsed if elapsed > 0 else 0.0
+    parts = [
+        f"{decoded.records} records in {elapsed:.1f} s ({rate:.0f}/s)",
+        f"lost {reader.lost}",
+        f"{rebuilt.spans} spans and {rebuilt.logs} logs rebuilt",
+        f"{rebuilt.resources} resources",
+    ]
+    for label, count in (
+        ("without resource", rebuilt.without_resource),
+        ("truncated by the writer", rebuilt.truncated),
+        ("invalid", rebuilt.invalid),
+        ("undecodable", decoded.undecodable),
+        ("corrupt pages", decoded.corrupt_pages),
+        ("waiting for a resource", rebuilder.pending),
+        ("not written (the output refused them)", output.failed),
+    ):
+        if count:
+            parts.append(f"{count} {label}")
+    head = "otel-userevents: " + ("stopped (" + stop + "): " if stop else "")
+    return head + ", ".join(parts)
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="otel-userevents",
+        description="Read OpenTelemetry spans and logs written as Linux user_events.",
+    )
+    top.add_argument("--tracefs", help="tracefs mount point (default: found in /proc/mounts)")
+    top.add_argument(
+        "--prefix",
+        default=os.environ.get(OTEL_EXPORTER_USER_EVENTS_PREFIX, "otel"),
+        help="tracepoint name prefix the exporters use (default: otel)",
+    )
+    commands = top.add_subparsers(dest="command", required=True)
+    commands.add_parser("status", help="registered tracepoints, versions and listeners")
+    rec = commands.add_parser("record", help="record spans and logs")
+    rec.add_argument("--duration", type=float, help="seconds to record (default: until Ctrl-C)")
+    rec.add_argument("--output", "-o", help="write here instead of stdout")
+    rec.add_argument("--format", choices=("otlp-json", "tree"), default="otlp-json")
+    rec.add_argument(
+        "--filter",
+        help="kernel event filter for span and log tracepoints, e.g. 'status_code == 2' or "
+        "'duration_ns > 1000000'; tracepoints without those fields are not recorded",
+    )
+    rec.add_argument(
+        "--exporter", help="re-export through this OpenTelemetry exporter, e.g. otlp, console"
+    )
+    rec.add_argument("--buffer-size-kb", type=int, help="per-CPU ring buffer size (KiB)")
+    rec.add_argument(
+        "--progress", action="store_true", help="a progress line every 2 s (always on a terminal)"
+    )
+    rec.add_argument("--rescan-interval", type=float, default=0.5, help=argparse.SUPPRESS)
+    rec.add_argument("--resource-wait", type=float, default=11.0, help=argparse.SUPPRESS)
+    rec.add_argument("--ready-file", help=argparse.SUPPRESS)
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        if args.command == "status":
+            return status(args, sys.stdout)
+        if args.output:
+            with open(args.output, "w", encoding="utf-8") as out:
+                return record(args, out, sys.stderr)
+        return record(args, sys.stdout, sys.stderr)
+    except (TracefsError, ValueError, ImportError) as error:
+        sys.stderr.write(f"otel-userevents: {error}\n")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""Ring-buffer pages to decoded span, log and resource records.
+
+The decoder knows our tracepoints by event id, each with the ``format`` file it was
+enabled with, and decodes every record of a page by that format (offsets and sizes,
+see :class:`~..record.unpack.RecordUnpacker`). It reads no files: :class:`.TraceReader` feeds
+it live pages, and tests and benchmarks feed it captured ones.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from opentelemetry_exporter_userevents.abi.format import EventFormat
+from opentelemetry_exporter_userevents.abi.ring_buffer import PageError, PageLayout, parse_page
+from opentelemetry_exporter_userevents.record.schema import Schema
+from opentelemetry_exporter_userevents.record.tracepoints import base_name, tracepoint_kinds
+from opentelemetry_exporter_userevents.record.unpack import RecordUnpacker
+
+
+class TraceRecord(NamedTuple):
+    """One decoded record (a named tuple: the reader makes many of them)."""
+
+    timestamp: int
+    """Trace-clock time of the write (ns, ``local`` clock: not the span's own times)."""
+    kind: str
+    """``span``, ``log`` or ``resource``."""
+    tracepoint: str
+    pid: int
+    values: dict[str, object]
+
+
+_PID = struct.Struct("<i").unpack_from
+
+
+@dataclass
+class DecoderStats:
+    records: int = 0
+    """Records decoded."""
+    pages: int = 0
+    corrupt_pages: int = 0
+    """Pages that did not decode, skipped with their records."""
+    undecodable: int = 0
+    """Records of an unknown event id, or whose fields did not decode, skipped."""
+    pages_with_missed_events: int = 0
+    """Pages the kernel marked: events were lost before them."""
+
+
+@dataclass(frozen=True)
+class _Tracepoint:
+    name: str
+    kind: str
+    unpacker: RecordUnpacker
+
+
+class RecordDecoder:
+    """Decodes pages of a buffer holding our tracepoints' records."""
+
+    def __init__(self, prefix: str = "otel", layout: PageLayout | None = None) -> None:
+        self.layout = layout or PageLayout()
+        self.stats = DecoderStats()
+        self._kinds = tracepoint_kinds(prefix)
+        self._by_id: dict[int, _Tracepoint] = {}
+
+    def kind_of(self, tracepoint: str) -> tuple[str, Schema] | None:
+        """(kind, schema) if ``tracepoint`` has one of our names, else None."""
+        return self._kinds.get(base_name(tracepoint))
+
+    def add(self, fmt: EventFormat) -> str:
+        """Decode records of event ``fmt.id`` with ``fmt`` from now on; return the kind.
+        Raises ValueError if the name is not ours or the format lacks our fields."""
+        known = self.kind_of(fmt.name)
+        if known is None:
+            raise ValueError(f"{fmt.name} is not one of our tracepoints")
+        kind, schema = known
+        self._by_id[fmt.id] = _Tracepoint(fmt.name, kind, schema.unpacker(fmt))
+        return kind
+
+    def decode_page(self, raw: bytes | bytearray | memoryview, out: list[TraceRecord]) -> None:
+        """Append the records of one page to ``out``; count what cannot be decoded."""
+        stats = self.stats
+        stats.pages += 1
+        try:
+            page = parse_page(raw, self.layout)
+        except PageError:
+            stats.corrupt_pages += 1
+            return
+        if page.missed:
+            stats.pages_with_missed_events += 1
+        by_id = self._by_id
+        before = len(out)
+        for timestamp, record in page.events:
+            if len(record) < 8:
+                stats.undecodable += 1
+                continue
+            tracepoint = by_id.get(record[0] | (record[1] << 8))  # common_type, u16 at 0
+            if tracepoint is None:
+                stats.undecodable += 1
+                continue
+            try:
+                values = tracepoint.unpacker.unpack(record)
+            except ValueError:
+                stats.undecodable += 1
+                continue
+            pid = _PID(record, 4)[0]  # common_pid, s32 at 4
+            out.append(TraceRecord(timestamp, tracepoint.kind, tracepoint.name, pid, values))
+        stats.records += len(out) - before
+
+    def decode_pages(self, pages: list[bytes]) -> list[TraceRecord]:
+        """The records of captured pages, in page order."""
+        records: list[TraceRecord] = []
+        for page in pages:
+            self.decode_page(page, records)
+        return records

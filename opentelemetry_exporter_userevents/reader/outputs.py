@@ -1,0 +1,115 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""Where rebuilt spans and logs go: OTLP/JSON lines, a tree view, or an exporter.
+
+Every output takes batches of rebuilt telemetry in order and counts in ``failed`` what it
+could not write (never raising for one bad item).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from importlib.metadata import entry_points
+from typing import Any, Protocol, TextIO
+
+from opentelemetry.sdk._logs import ReadableLogRecord
+from opentelemetry.sdk.trace import ReadableSpan
+
+from opentelemetry_exporter_userevents.reader import otlp_json
+from opentelemetry_exporter_userevents.reader.rebuild import Telemetry
+from opentelemetry_exporter_userevents.reader.tree_view import TreeView
+
+
+class Output(Protocol):
+    failed: int
+    """Items the output could not write."""
+
+    def write(self, items: Sequence[Telemetry]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def _split(items: Sequence[Telemetry]) -> tuple[list[ReadableSpan], list[ReadableLogRecord]]:
+    spans = [i for i in items if isinstance(i, ReadableSpan)]
+    return spans, [i for i in items if isinstance(i, ReadableLogRecord)]
+
+
+class OtlpJsonOutput:
+    """One ExportTraceServiceRequest line and one ExportLogsServiceRequest line per batch."""
+
+    def __init__(self, out: TextIO) -> None:
+        otlp_json.require()
+        self.out = out
+        self.failed = 0
+        """Spans and logs the OTLP encoder could not carry, left out."""
+
+    def write(self, items: Sequence[Telemetry]) -> None:
+        spans, logs = _split(items)
+        for encode, batch in ((otlp_json.spans_request, spans), (otlp_json.logs_request, logs)):
+            if not batch:
+                continue
+            request, skipped = otlp_json.skipping_unrepresentable(encode, batch)
+            self.failed += skipped
+            if request is not None:
+                self.out.write(otlp_json.dumps(request) + "\n")
+        self.out.flush()
+
+    def close(self) -> None:
+        pass
+
+
+class TreeOutput:
+    def __init__(self, out: TextIO) -> None:
+        self.view = TreeView(out)
+        self.failed = 0
+
+    def write(self, items: Sequence[Telemetry]) -> None:
+        self.view.add(items)
+
+    def close(self) -> None:
+        self.view.flush()
+
+
+class ExporterOutput:
+    """Hands batches to the span and log exporters registered under ``name`` (the entry
+    points ``OTEL_TRACES_EXPORTER`` and ``OTEL_LOGS_EXPORTER`` use), configured by their
+    own environment variables (``OTEL_EXPORTER_OTLP_*`` for ``otlp``)."""
+
+    def __init__(self, name: str) -> None:
+        if name == "user_events":
+            raise ValueError("re-exporting to user_events would feed the reader its own output")
+        self.name = name
+        self.spans = _load_exporter("opentelemetry_traces_exporter", name)
+        self.logs = _load_exporter("opentelemetry_logs_exporter", name)
+        if self.spans is None and self.logs is None:
+            known = sorted(
+                {e.name for e in entry_points(group="opentelemetry_traces_exporter")}
+                | {e.name for e in entry_points(group="opentelemetry_logs_exporter")}
+            )
+            raise ValueError(f"no exporter named {name!r}; installed: {', '.join(known)}")
+        self.failed = 0
+        """Spans and logs the exporters did not take."""
+
+    def write(self, items: Sequence[Telemetry]) -> None:
+        spans, logs = _split(items)
+        for exporter, batch in ((self.spans, spans), (self.logs, logs)):
+            if exporter is None or not batch:
+                continue
+            try:
+                result = exporter.export(batch)
+            except Exception:  # noqa: BLE001 - a third-party exporter; count, keep reading
+                result = None
+            if getattr(result, "name", None) != "SUCCESS":
+                self.failed += len(batch)
+
+    def close(self) -> None:
+        for exporter in (self.spans, self.logs):
+            if exporter is not None:
+                exporter.shutdown()
+
+
+def _load_exporter(group: str, name: str) -> Any:
+    for entry in entry_points(group=group, name=name):
+        return entry.load()()
+    return None

@@ -1,0 +1,302 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""Collect span, log and resource records from tracefs, in a ring buffer of our own.
+
+The reader creates a tracefs instance (``instances/otel-userevents.<pid>.<start>.<n>``), so it
+neither drains nor disturbs the global buffer or another reader. It enables every version
+of our tracepoints (multi-format ``<prefix>_span.<id>``, ``<prefix>_log_<class>.<id>``,
+``<prefix>_resource.<id>``, and the single-format fallback in ``user_events``), resource
+tracepoints first, and rescans for versions that appear later. It reads the per-CPU
+``trace_pipe_raw`` pages, decodes records by their tracepoint's ``format`` file, merges
+CPUs by timestamp, and counts what the kernel lost. Closing disables everything and
+removes the instance; an instance left by a killed reader is removed at the next start.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import time
+from dataclasses import dataclass
+
+from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
+from opentelemetry_exporter_userevents.abi.tracefs import (
+    Tracefs,
+    TracefsError,
+    check_user_events,
+    find_tracefs,
+    rights_message,
+)
+from opentelemetry_exporter_userevents.abi.uapi import USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM
+from opentelemetry_exporter_userevents.reader.decoder import RecordDecoder, TraceRecord
+from opentelemetry_exporter_userevents.record.tracepoints import RESOURCE_KIND
+
+INSTANCE_PREFIX = "otel-userevents."
+_INSTANCE = re.compile(rf"^{re.escape(INSTANCE_PREFIX)}(\d+)\.(\d+)\.\d+$")
+_instances_made = itertools.count()
+_PAGES_PER_READ = 1024
+"""Pages read from one CPU per :meth:`TraceReader.read`, so one busy CPU cannot starve
+the others or the rescan."""
+
+
+ReaderError = TracefsError
+"""The reader cannot run here; the message says why and what to do."""
+
+
+@dataclass
+class _Enabled:
+    system: str
+    name: str
+    kind: str
+    event_id: int
+
+
+@dataclass
+class _Cpu:
+    number: int
+    fd: int
+    lost_seen: int = 0
+
+
+def _process_start(pid: int) -> int | None:
+    """A process's start time (clock ticks after boot), which tells it from a later
+    process with the same pid; None if there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return int(f.read().rpartition(")")[2].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def our_tracepoints(tracefs: Tracefs, decoder: RecordDecoder) -> list[tuple[str, str, str]]:
+    """(system, name, kind) of each tracepoint with one of the decoder's names: every
+    ``<name>.<id>`` version in ``user_events_multi``, and the single-format fallback."""
+    found = []
+    for system in (USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM):
+        for name in tracefs.events(system):
+            if system == USER_EVENTS_MULTI_SYSTEM and "." not in name:
+                continue
+            known = decoder.kind_of(name)
+            if known is not None:
+                found.append((system, name, known[0]))
+    return found
+
+
+class TraceReader:
+    """Reads our records from a private tracefs instance. Use as a context manager."""
+
+    def __init__(
+        self,
+        tracefs: Tracefs | None = None,
+        prefix: str = "otel",
+        filter: str | None = None,  # noqa: A002 - the tracefs file's name
+        buffer_size_kb: int | None = None,
+        rescan_interval: float = 0.5,
+    ) -> None:
+        self.tracefs = tracefs or find_tracefs()
+        self.prefix = prefix
+        self.filter = filter
+        self.buffer_size_kb = buffer_size_kb
+        self.rescan_interval = rescan_interval
+        pid = os.getpid()
+        self.instance = f"{INSTANCE_PREFIX}{pid}.{_process_start(pid) or 0}.{next(_instances_made)}"
+        self.decoder = RecordDecoder(prefix)
+        self.lost = 0
+        """Records the kernel lost (overwritten or dropped), from the per-CPU ``stats``."""
+        self.filter_rejected: dict[str, str] = {}
+        """Tracepoints the kernel would not take the filter for (not enabled): reasons."""
+        self.incompatible: dict[str, str] = {}
+        """Tracepoints with our names but not our schema (not enabled): reasons."""
+        self.removed_stale: list[str] = []
+        self.cleanup_error: str | None = None
+        self._enabled: dict[tuple[str, str], _Enabled] = {}
+        self._cpus: list[_Cpu] = []
+        self._next_scan = 0.0
+        self._started = False
+        self._closed = False
+
+    # --- lifetime -------------------------------------------------------------------
+
+    def start(self) -> TraceReader:
+        """Check rights, remove stale instances, create ours, enable our tracepoints."""
+        self._check_rights()
+        self.removed_stale = self._remove_stale_instances()
+        try:
+            self.tracefs.create_instance(self.instance)
+        except PermissionError:
+            raise ReaderError(rights_message("create a tracefs instance")) from None
+        except FileExistsError:  # ours from an earlier start in this process
+            pass
+        self._started = True
+        try:
+            if self.buffer_size_kb:
+                self.tracefs.set_buffer_size_kb(self.instance, self.buffer_size_kb)
+            self.decoder.layout = PageLayout.from_header_page(
+                self.tracefs.header_page(), self.tracefs.sub_buffer_size(self.instance)
+            )
+            for cpu in self.tracefs.cpus(self.instance):
+                path = self.tracefs.trace_pipe_raw(self.instance, cpu)
+                self._cpus.append(_Cpu(cpu, os.open(path, os.O_RDONLY | os.O_NONBLOCK)))
+            self.scan()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        """Disable our tracepoints and remove the instance. Idempotent."""
+        if self._closed or not self._started:
+            self._closed = True
+            return
+        self._closed = True
+        for cpu in self._cpus:
+            os.close(cpu.fd)
+        self._cpus = []
+        for tracepoint in self._enabled.values():
+            try:
+                self.tracefs.set_enabled(tracepoint.system, tracepoint.name, False, self.instance)
+            except OSError:
+                pass  # the event is gone already
+        try:
+            self.tracefs.remove_instance(self.instance)
+        except FileNotFoundError:
+            pass
+        except OSError as error:  # EBUSY: someone holds one of its files open
+            self.cleanup_error = f"could not remove instance {self.instance}: {error}"
+
+    def __enter__(self) -> TraceReader:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _check_rights(self) -> None:
+        check_user_events(self.tracefs)
+        instances = os.path.join(self.tracefs.path, "instances")
+        if not os.access(instances, os.W_OK | os.X_OK):
+            raise ReaderError(rights_message(f"create a tracefs instance in {instances}"))
+
+    def _remove_stale_instances(self) -> list[str]:
+        removed = []
+        for name in self.tracefs.instances():
+            match = _INSTANCE.match(name)
+            if match is None or name == self.instance:
+                continue
+            if _process_start(int(match[1])) == int(match[2]):
+                continue  # its reader is alive
+            try:
+                self.tracefs.remove_instance(name)
+                removed.append(name)
+            except OSError:
+                pass  # EBUSY (a file still open) or raced with another reader
+        return removed
+
+    # --- discovery ------------------------------------------------------------------
+
+    def scan(self) -> list[str]:
+        """Enable tracepoints that appeared since the last scan (resource ones first);
+        return their names."""
+        found = our_tracepoints(self.tracefs, self.decoder)
+        found.sort(key=lambda item: item[2] != RESOURCE_KIND)
+        added = []
+        for system, name, kind in found:
+            try:
+                event_id = self.tracefs.event_id(system, name)
+            except (OSError, ValueError):
+                continue  # deleted meanwhile
+            known_event = self._enabled.get((system, name))
+            if known_event is not None and known_event.event_id == event_id:
+                continue
+            if self._enable(system, name, kind):
+                added.append(name)
+        self._next_scan = time.monotonic() + self.rescan_interval
+        return added
+
+    def _enable(self, system: str, name: str, kind: str) -> bool:
+        if name in self.incompatible or name in self.filter_rejected:
+            return False
+        try:
+            fmt = self.tracefs.read_format(system, name)
+            self.decoder.add(fmt)
+        except OSError:
+            return False
+        except ValueError as error:
+            self.incompatible[name] = str(error)
+            return False
+        if self.filter and kind != RESOURCE_KIND:
+            try:
+                self.tracefs.set_filter(system, name, self.filter, self.instance)
+            except ValueError as error:
+                self.filter_rejected[name] = str(error)
+                return False
+            except OSError:
+                return False
+        try:
+            self.tracefs.set_enabled(system, name, True, self.instance)
+        except OSError:
+            return False
+        self._enabled[(system, name)] = _Enabled(system, name, kind, fmt.id)
+        return True
+
+    @property
+    def tracepoints(self) -> dict[str, str]:
+        """Enabled tracepoints (``system/name``) and their kind."""
+        return {f"{t.system}/{t.name}": t.kind for t in self._enabled.values()}
+
+    # --- reading --------------------------------------------------------------------
+
+    def read(self) -> list[TraceRecord]:
+        """Every record available now, from all CPUs, merged by timestamp; never blocks.
+        Rescans for new tracepoints after reading (so records already in the buffer are
+        decoded with the format they were written with)."""
+        records: list[TraceRecord] = []
+        for page in self.read_pages():
+            self.decoder.decode_page(page, records)
+        records.sort(key=lambda record: record.timestamp)
+        if time.monotonic() >= self._next_scan:
+            self.scan()
+        return records
+
+    def read_pages(self) -> list[bytes]:
+        """The raw sub-buffers available now, CPU by CPU (for :meth:`read`, and to capture
+        pages for offline decoding); updates :attr:`lost`."""
+        pages = []
+        page_size = self.decoder.layout.page_size
+        for cpu in self._cpus:
+            for _ in range(_PAGES_PER_READ):
+                try:
+                    page = os.read(cpu.fd, page_size)
+                except BlockingIOError:
+                    break
+                except InterruptedError:
+                    continue
+                if not page:
+                    break
+                pages.append(page)
+        self._count_lost()
+        return pages
+
+    def formats(self) -> list[str]:
+        """The ``format`` files of the enabled tracepoints (to decode captured pages)."""
+        texts = []
+        for enabled in self._enabled.values():
+            path = os.path.join(self.tracefs.event_dir(enabled.system, enabled.name), "format")
+            try:
+                with open(path, encoding="utf-8") as f:
+                    texts.append(f.read())
+            except OSError:
+                continue
+        return texts
+
+    def _count_lost(self) -> None:
+        for cpu in self._cpus:
+            try:
+                stats = self.tracefs.cpu_stats(self.instance, cpu.number)
+            except OSError:
+                continue
+            lost = stats.get("overrun", 0) + stats.get("dropped events", 0)
+            if lost > cpu.lost_seen:
+                self.lost += lost - cpu.lost_seen
+                cpu.lost_seen = lost

@@ -1,0 +1,174 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""The record schemas: the single source of truth for what the writer writes and the
+reader reads.
+
+A schema is a list of fields with kernel types. Its registration command is generated
+from that list and nothing else, deterministically to the byte, so every process with
+the same schema shares one multi-format tracepoint (``user_events_multi/otel_span.<id>``).
+A changed schema registers a new id, and readers of the old one keep working.
+
+Layout: fixed-size fields first, then one ``__rel_loc char[]`` slot per text field, then
+the texts themselves, each NUL-terminated, in field order.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from opentelemetry_exporter_userevents.abi.format import EventFormat
+from opentelemetry_exporter_userevents.record.unpack import RecordUnpacker
+
+_FIXED = {"u8": "B", "u16": "H", "u32": "I", "u64": "Q", "s64": "q"}
+TEXT = "__rel_loc char[]"
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    type: str
+    """The kernel type as written in the command: u8..u64, s64, char[N], or TEXT."""
+    doc: str
+
+    @property
+    def is_text(self) -> bool:
+        return self.type == TEXT
+
+    @property
+    def struct_code(self) -> str:
+        if self.is_text:
+            return "I"
+        if self.type.startswith("char["):
+            return f"{int(self.type[5:-1])}s"
+        return _FIXED[self.type]
+
+
+class Schema:
+    """One tracepoint's fields; packs records for the writer and unpacks them for the reader."""
+
+    def __init__(self, name: str, fields: Sequence[Field], doc: str) -> None:
+        fixed = [f for f in fields if not f.is_text]
+        texts = [f for f in fields if f.is_text]
+        if list(fields) != fixed + texts:
+            raise ValueError("fixed-size fields must come before text fields")
+        self.name = name
+        self.fields = tuple(fields)
+        self.fixed = tuple(fixed)
+        self.texts = tuple(texts)
+        self.doc = doc
+        self._struct = struct.Struct("<" + "".join(f.struct_code for f in self.fields))
+        self.header_size = self._struct.size
+        # A __rel_loc counts from just past its own 4-byte slot; the first text starts at
+        # header_size, so text i starts this far past slot i, plus the sizes before it.
+        self._loc_bases = tuple(4 * (len(texts) - 1 - i) for i in range(len(texts)))
+
+    def command(self, name: str | None = None) -> str:
+        """The registration command: ``NAME type field; type field; ...``."""
+        return f"{name or self.name} " + "; ".join(f"{f.type} {f.name}" for f in self.fields)
+
+    def pack(self, fixed: Sequence[object], texts: Sequence[bytes]) -> bytes:
+        """A record payload from the fixed values and the texts (UTF-8, no NUL inside)."""
+        locs = []
+        before = 0
+        for base, text in zip(self._loc_bases, texts, strict=True):
+            size = len(text) + 1
+            locs.append((size << 16) | (base + before))
+            before += size
+        return self._struct.pack(*fixed, *locs) + b"\0".join(texts) + b"\0"
+
+    def size(self, texts: Sequence[bytes]) -> int:
+        """The payload size :meth:`pack` would produce for these texts."""
+        return self.header_size + sum(len(t) for t in texts) + len(texts)
+
+    def unpack(self, record: bytes | memoryview, fmt: EventFormat) -> dict[str, object]:
+        """The field values of one trace record (common header included), located by the
+        tracepoint's ``format`` file: offsets and sizes, never our own assumptions.
+
+        Raises ValueError if the format lacks a field of this schema or the record is
+        too short for it.
+        """
+        return self.unpacker(fmt).unpack(record)
+
+    def unpacker(self, fmt: EventFormat) -> RecordUnpacker:
+        """A :class:`RecordUnpacker` for records of ``fmt``, the field positions looked up
+        once (the reader decodes many records of few formats). Raises ValueError if the
+        format lacks a field of this schema or has it at another size."""
+        return RecordUnpacker(self, fmt)
+
+
+def _fields(*specs: tuple[str, str, str]) -> list[Field]:
+    return [Field(name, ftype, doc) for name, ftype, doc in specs]
+
+
+_IDS_AND_SCOPE = (
+    ("resource_id", "u64", "Identifies the resource, announced on the resource tracepoint."),
+)
+
+SPAN = Schema(
+    "otel_span",
+    _fields(
+        ("start_time_ns", "u64", "Span start, ns since the Unix epoch."),
+        ("end_time_ns", "u64", "Span end, ns since the Unix epoch."),
+        ("duration_ns", "u64", "end_time_ns - start_time_ns (0 if negative), for filters."),
+        *_IDS_AND_SCOPE,
+        ("trace_id", "char[32]", "Trace id, 32 lowercase hex digits."),
+        ("span_id", "char[16]", "Span id, 16 lowercase hex digits."),
+        ("parent_span_id", "char[16]", "Parent span id; 16 zeros for a root span."),
+        ("dropped_attributes", "u32", "Attributes the SDK dropped, plus any dropped to fit."),
+        ("dropped_events", "u32", "Events the SDK dropped, plus any dropped to fit."),
+        ("dropped_links", "u32", "Links the SDK dropped, plus any dropped to fit."),
+        ("kind", "u8", "SpanKind: 0 internal, 1 server, 2 client, 3 producer, 4 consumer."),
+        ("status_code", "u8", "StatusCode: 0 unset, 1 ok, 2 error."),
+        ("trace_flags", "u8", "W3C trace flags (bit 0 sampled, bit 1 random)."),
+        ("parent_flags", "u8", "Bit 0: has a parent; bit 1: the parent is remote (record.flags)."),
+        ("truncated", "u8", "Bits of what was cut to fit the record size; see record.flags."),
+        ("name", TEXT, "Span name (plain text)."),
+        ("status_description", TEXT, "Status description (plain text)."),
+        ("trace_state", TEXT, "W3C tracestate header value."),
+        ("attributes", TEXT, "Attributes, as a JSON object (value encoding)."),
+        ("events", TEXT, "Events: JSON list of {name, time_ns, attributes, dropped}."),
+        ("links", TEXT, "Links: JSON list of {trace_id, span_id, ...}."),
+        ("scope", TEXT, "Instrumentation scope: JSON {name, version, schema_url, attributes}."),
+    ),
+    "One finished span.",
+)
+
+LOG = Schema(
+    "otel_log",
+    _fields(
+        ("time_ns", "u64", "Timestamp, ns since the Unix epoch; 0 when the record has none."),
+        ("observed_time_ns", "u64", "Observed timestamp, ns since the Unix epoch."),
+        *_IDS_AND_SCOPE,
+        ("trace_id", "char[32]", "Trace id of the record (32 hex digits), zeros if none."),
+        ("span_id", "char[16]", "Span id of the record (16 hex digits), zeros if none."),
+        ("dropped_attributes", "u32", "Attributes the SDK dropped, plus any dropped to fit."),
+        ("severity_number", "u8", "SeverityNumber 1..24; 0 when unset."),
+        ("trace_flags", "u8", "W3C trace flags of the record."),
+        (
+            "flags",
+            "u8",
+            "Bit 0: severity_text is set; bit 1: event_name is set; bit 2: body is set.",
+        ),  # fmt: skip
+        ("truncated", "u8", "Bits of what was cut to fit the record size; see record.flags."),
+        ("severity_text", TEXT, "Severity text (plain text)."),
+        ("event_name", TEXT, "Event name (plain text)."),
+        ("body", TEXT, "Body, any value, in the value encoding."),
+        ("attributes", TEXT, "Attributes, as a JSON object (value encoding)."),
+        ("scope", TEXT, "Instrumentation scope: JSON {name, version, schema_url, attributes}."),
+    ),
+    "One log record; one tracepoint per severity class (otel_log_info, ...).",
+)
+
+RESOURCE = Schema(
+    "otel_resource",
+    _fields(
+        ("resource_id", "u64", "The id that spans and logs of this resource carry."),
+        ("interval_ms", "u32", "How often the writer repeats this record while listened to."),
+        ("attributes", TEXT, "Resource attributes, as a JSON object (value encoding)."),
+        ("schema_url", TEXT, "Resource schema URL (plain text)."),
+    ),
+    "The resource of a process's spans and logs, announced instead of repeated per record.",
+)
