@@ -22,3 +22,9 @@ OTEL_EXPORTER_USER_EVENTS_RESOURCE_INTERVAL = "OTEL_EXPORTER_USER_EVENTS_RESOURC
 
 OTEL_EXPORTER_USER_EVENTS_TRACEFS = "OTEL_EXPORTER_USER_EVENTS_TRACEFS"
 """tracefs mount point, when it is not found from /proc/mounts."""
+
+OTEL_EXPORTER_USER_EVENTS_MULTI_FORMAT = "OTEL_EXPORTER_USER_EVENTS_MULTI_FORMAT"
+"""``true`` (default): multi-format events (``user_events_multi/<name>.<id>``) on kernels
+that have them (6.9+), the single-format layout elsewhere. ``false``: the single-format
+layout (``user_events/<name>_<schema version>``) on every kernel, for perf, trace-cmd and
+the otel-arrow receiver, which cannot read multi-format names."""

@@ -42,6 +42,7 @@ class UserEventsLogExporter(ExporterBase[ReadableLogRecord], LogRecordExporter):
         max_record_size: int | None = None,
         resource_interval_millis: int | None = None,
         tracefs: str | None = None,
+        multi_format: bool | None = None,
         redact: Redactor | None = None,
         **kwargs: Any,
     ) -> None:
@@ -50,12 +51,11 @@ class UserEventsLogExporter(ExporterBase[ReadableLogRecord], LogRecordExporter):
             max_record_size=max_record_size,
             resource_interval_millis=resource_interval_millis,
             tracefs=tracefs,
+            multi_format=multi_format,
             **kwargs,
         )
-        commands = {
-            cls: LOG.command(log_tracepoint(config.prefix, cls)) for cls in SEVERITY_CLASSES
-        }
-        super().__init__(commands, config, redact)
+        tracepoints = {cls: (log_tracepoint(config.prefix, cls), LOG) for cls in SEVERITY_CLASSES}
+        super().__init__(tracepoints, config, redact)
         self.registrations: dict[str, Registration | None] = {
             cls: self._writer.registrations[cls] for cls in SEVERITY_CLASSES
         }

@@ -62,11 +62,14 @@ class UserEventsSampler(Sampler):
         *,
         prefix: str | None = None,
         tracefs: str | None = None,
+        multi_format: bool | None = None,
     ) -> None:
         self.parent = parent if parent is not None else ParentBased(ALWAYS_ON)
-        config = ExporterConfig.from_arguments(prefix=prefix, tracefs=tracefs)
+        config = ExporterConfig.from_arguments(
+            prefix=prefix, tracefs=tracefs, multi_format=multi_format
+        )
         self._writer = EventWriter(
-            config.tracefs, {"span": SPAN.command(span_tracepoint(config.prefix))}
+            config.tracefs, {"span": (span_tracepoint(config.prefix), SPAN)}, config.multi_format
         )
         self.registration = self._writer.registrations["span"]
         self._words, self._index = enable_word(self.registration)

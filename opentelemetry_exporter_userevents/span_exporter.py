@@ -38,6 +38,7 @@ class UserEventsSpanExporter(ExporterBase[ReadableSpan], SpanExporter):
         max_record_size: int | None = None,
         resource_interval_millis: int | None = None,
         tracefs: str | None = None,
+        multi_format: bool | None = None,
         redact: Redactor | None = None,
         **kwargs: Any,
     ) -> None:
@@ -46,9 +47,10 @@ class UserEventsSpanExporter(ExporterBase[ReadableSpan], SpanExporter):
             max_record_size=max_record_size,
             resource_interval_millis=resource_interval_millis,
             tracefs=tracefs,
+            multi_format=multi_format,
             **kwargs,
         )
-        super().__init__({"span": SPAN.command(span_tracepoint(config.prefix))}, config, redact)
+        super().__init__({"span": (span_tracepoint(config.prefix), SPAN)}, config, redact)
         self.registration = self._writer.registrations["span"]
 
     @property

@@ -25,6 +25,10 @@ class ExporterConfig:
     max_record_size: int = FTRACE_MAX_PAYLOAD
     resource_interval_millis: int = 10_000
     tracefs: str | None = None
+    multi_format: bool = True
+    """Register multi-format events where the kernel has them (6.9+); False: the
+    single-format layout on every kernel (what perf, trace-cmd and the otel-arrow
+    receiver read)."""
 
     @classmethod
     def from_arguments(
@@ -34,6 +38,7 @@ class ExporterConfig:
         max_record_size: int | None = None,
         resource_interval_millis: int | None = None,
         tracefs: str | None = None,
+        multi_format: bool | str | None = None,
         **unknown: Any,
     ) -> ExporterConfig:
         """Settings for an exporter; declarative configuration passes its YAML keys here."""
@@ -67,6 +72,7 @@ class ExporterConfig:
             max_record_size=size or cls.max_record_size,
             resource_interval_millis=interval or cls.resource_interval_millis,
             tracefs=tracefs or os.environ.get(env.OTEL_EXPORTER_USER_EVENTS_TRACEFS) or None,
+            multi_format=_boolean(multi_format, env.OTEL_EXPORTER_USER_EVENTS_MULTI_FORMAT, True),
         )
 
 
@@ -83,3 +89,22 @@ def _number(argument: int | None, variable: str) -> int | None:
             "user_events exporter: %s=%r is not a whole number; ignored", variable, text
         )
         return None
+
+
+def _boolean(argument: bool | str | None, variable: str, default: bool) -> bool:
+    """A setting given as True/False (keyword, configuration file) or as the text
+    ``true``/``false`` (environment, case-insensitive, as the SDK reads booleans)."""
+    text = argument if argument is not None else os.environ.get(variable)
+    if text is None or isinstance(text, bool):
+        return default if text is None else text
+    value = str(text).strip().lower()
+    if value in ("true", "false"):
+        return value == "true"
+    if value:
+        _logger.warning(
+            "user_events exporter: %s=%r is neither true nor false; using %s",
+            variable,
+            text,
+            str(default).lower(),
+        )
+    return default

@@ -22,7 +22,7 @@ from opentelemetry_exporter_userevents._export.self_metrics import observe_stats
 from opentelemetry_exporter_userevents._export.writer import EventWriter, ExportStats
 from opentelemetry_exporter_userevents.abi.user_events import Registration
 from opentelemetry_exporter_userevents.record import anyvalue
-from opentelemetry_exporter_userevents.record.schema import RESOURCE
+from opentelemetry_exporter_userevents.record.schema import RESOURCE, Schema
 from opentelemetry_exporter_userevents.record.tracepoints import resource_tracepoint
 
 _logger = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ Encoder = Callable[[Any, int, int], tuple[bytes, bool]]
 
 
 class ExporterBase(Generic[Item]):
-    """Registers ``commands`` (name -> command, for the configured prefix) and the resource
+    """Registers ``tracepoints`` (key -> base name and schema) and the resource
     tracepoint; a subclass routes each item to a registration and names its encoder, and
     :meth:`_export_items` does the rest."""
 
@@ -45,12 +45,15 @@ class ExporterBase(Generic[Item]):
     """An item, in messages."""
 
     def __init__(
-        self, commands: dict[str, str], config: ExporterConfig, redact: Redactor | None = None
+        self,
+        tracepoints: dict[str, tuple[str, Schema]],
+        config: ExporterConfig,
+        redact: Redactor | None = None,
     ) -> None:
         self.config = config
         self._redact = checked(redact)
-        commands = {**commands, "resource": RESOURCE.command(resource_tracepoint(config.prefix))}
-        self._writer = EventWriter(config.tracefs, commands)
+        tracepoints = {**tracepoints, "resource": (resource_tracepoint(config.prefix), RESOURCE)}
+        self._writer = EventWriter(config.tracefs, tracepoints, config.multi_format)
         self._resources = ResourceAnnouncer(
             self._writer,
             self._writer.registrations["resource"],

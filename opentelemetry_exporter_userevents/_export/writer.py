@@ -13,7 +13,10 @@ from dataclasses import dataclass, fields
 
 from opentelemetry_exporter_userevents import _forksafe
 from opentelemetry_exporter_userevents.abi.errors import UserEventsError
+from opentelemetry_exporter_userevents.abi.uapi import USER_EVENT_REG_MULTI_FORMAT
 from opentelemetry_exporter_userevents.abi.user_events import Registration, UserEventsData
+from opentelemetry_exporter_userevents.record.schema import Schema
+from opentelemetry_exporter_userevents.record.tracepoints import commands
 
 _logger = logging.getLogger(__name__)
 _warned_unavailable = False
@@ -71,17 +74,29 @@ class EventWriter:
     registration is None: the exporter becomes a no-op.
     """
 
-    def __init__(self, tracefs: str | None, commands: dict[str, str]) -> None:
+    def __init__(
+        self,
+        tracefs: str | None,
+        tracepoints: dict[str, tuple[str, Schema]],
+        multi_format: bool = True,
+    ) -> None:
+        """``tracepoints``: key -> (base name, schema). Each registers multi-format where
+        the kernel can and ``multi_format`` is True, else under its versioned
+        single-format name (record.tracepoints)."""
         self.stats = ExportStats()
         self._reported: set[object] = set()
         self._data = UserEventsData(tracefs)
-        self.registrations: dict[str, Registration | None] = dict.fromkeys(commands)
+        self.registrations: dict[str, Registration | None] = dict.fromkeys(tracepoints)
         if not self._data.available:
             _warn_unavailable(self._data.reason or "unknown reason")
             return
-        for key, command in commands.items():
+        flags = USER_EVENT_REG_MULTI_FORMAT if multi_format else 0
+        for key, (base, schema) in tracepoints.items():
+            multi, single = commands(base, schema)
             try:
-                self.registrations[key] = self._data.register(command)
+                self.registrations[key] = self._data.register(
+                    multi if multi_format else single, flags, single_format_command=single
+                )
             except UserEventsError as exc:
                 _logger.warning("user_events: cannot register %s; it is disabled", exc)
 

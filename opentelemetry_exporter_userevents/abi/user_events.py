@@ -192,18 +192,29 @@ class UserEventsData:
     def available(self) -> bool:
         return self.fd >= 0
 
-    def register(self, command: str, flags: int = USER_EVENT_REG_MULTI_FORMAT) -> Registration:
+    def register(
+        self,
+        command: str,
+        flags: int = USER_EVENT_REG_MULTI_FORMAT,
+        single_format_command: str | None = None,
+    ) -> Registration:
         """Register ``command`` ("NAME FIELD; FIELD; ...") and return its registration.
 
         With USER_EVENT_REG_MULTI_FORMAT (the default) a kernel that answers EINVAL is
-        asked again without it: kernels before 6.9 do not know the flag.
+        asked again without it (kernels before 6.9 do not know the flag), with
+        ``single_format_command`` if given: single-format events are one per name, so a
+        caller that versions its formats gives each version a name of its own there. A bad
+        command fails the second time with the same EINVAL, and is never taken for an old
+        kernel.
         """
         if not self.available:
             raise UserEventsUnavailable(errno.ENODEV, self.reason or "user_events unavailable")
-        if len(command.encode()) > MAX_COMMAND_BYTES:
-            raise UserEventsError("register", errno.EINVAL, command)
+        fallback = single_format_command or command
         if flags & USER_EVENT_REG_MULTI_FORMAT and self.multi_format is False:
             flags &= ~USER_EVENT_REG_MULTI_FORMAT
+            command = fallback
+        if len(command.encode()) > MAX_COMMAND_BYTES:
+            raise UserEventsError("register", errno.EINVAL, command)
         words, index, address = _enable_words.acquire()
         try:
             try:
@@ -212,8 +223,10 @@ class UserEventsData:
                 retry = flags & USER_EVENT_REG_MULTI_FORMAT and self.multi_format is None
                 if exc.errno != errno.EINVAL or not retry:
                     raise
-                # Bad command text fails again here, with the same EINVAL.
                 flags &= ~USER_EVENT_REG_MULTI_FORMAT
+                command = fallback
+                if len(command.encode()) > MAX_COMMAND_BYTES:
+                    raise UserEventsError("register", errno.EINVAL, command) from None
                 write_index = uapi.register_ioctl(self.fd, command, flags, address, 0)
                 self.multi_format = False
             else:

@@ -15,6 +15,7 @@ the texts themselves, each NUL-terminated, in field order.
 
 from __future__ import annotations
 
+import hashlib
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -67,7 +68,18 @@ class Schema:
 
     def command(self, name: str | None = None) -> str:
         """The registration command: ``NAME type field; type field; ...``."""
-        return f"{name or self.name} " + "; ".join(f"{f.type} {f.name}" for f in self.fields)
+        return f"{name or self.name} {self.field_list}"
+
+    @property
+    def field_list(self) -> str:
+        """The command's fields: ``type field; type field; ...``."""
+        return "; ".join(f"{f.type} {f.name}" for f in self.fields)
+
+    @property
+    def version(self) -> str:
+        """8 hex digits that name this field list: the same in every process and release
+        that has it, another for any change (docs/schema.md, "Versions")."""
+        return hashlib.blake2b(self.field_list.encode(), digest_size=4).hexdigest()
 
     def pack(self, fixed: Sequence[object], texts: Sequence[bytes]) -> bytes:
         """A record payload from the fixed values and the texts (UTF-8, no NUL inside)."""

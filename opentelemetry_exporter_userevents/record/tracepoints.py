@@ -2,13 +2,21 @@
 # SPDX-License-Identifier: Apache-2.0
 
 """Our tracepoint names: ``<prefix>_span``, ``<prefix>_log_<class>`` and
-``<prefix>_resource``, each with its schema.
+``<prefix>_resource``, each with its schema, in two layouts (docs/schema.md):
 
-With MULTI_FORMAT the kernel adds ``.<hex id>`` per format version
-(``user_events_multi/otel_span.1f``); :func:`tracepoint_kind` sees through it.
+- multi-format (Linux 6.9+): ``user_events_multi/<base>.<hex id>``, the kernel giving each
+  distinct format of one name its own id;
+- single-format (any kernel): ``user_events/<base>_<schema version>``, the version (8 hex
+  digits, :attr:`Schema.version`) naming the field list, so two schema versions never
+  fight over one name. Releases before versioned names used ``user_events/<base>``.
+
+:func:`parse_tracepoint` reads any of them back.
 """
 
 from __future__ import annotations
+
+import re
+from dataclasses import dataclass
 
 from opentelemetry_exporter_userevents.abi.format import split_multi_format_name
 from opentelemetry_exporter_userevents.record.schema import LOG, RESOURCE, SPAN, Schema
@@ -52,5 +60,56 @@ def tracepoint_kinds(prefix: str) -> dict[str, tuple[str, Schema]]:
 
 
 def base_name(tracepoint: str) -> str:
-    """``otel_span.1f`` -> ``otel_span``; single-format names stay as they are."""
-    return split_multi_format_name(tracepoint)[0]
+    """``otel_span.1f`` and ``otel_span_1a2b3c4d`` -> ``otel_span``; other names stay as
+    they are."""
+    parsed = parse_tracepoint(tracepoint)
+    return parsed.base if parsed is not None else split_multi_format_name(tracepoint)[0]
+
+
+def single_format_name(base: str, schema: Schema) -> str:
+    """The single-format name of ``schema``'s version of tracepoint ``base``."""
+    return f"{base}_{schema.version}"
+
+
+def commands(base: str, schema: Schema) -> tuple[str, str]:
+    """The registration commands of tracepoint ``base``: (multi-format, single-format)."""
+    return schema.command(base), schema.command(single_format_name(base, schema))
+
+
+@dataclass(frozen=True)
+class TracepointName:
+    """What one of our tracepoint names says."""
+
+    prefix: str
+    kind: str
+    """``span``, ``log`` or ``resource``."""
+    schema: Schema
+    """The schema of this kind (the format file says which version it is)."""
+    base: str
+    """``<prefix>_span``, ``<prefix>_log_<class>`` or ``<prefix>_resource``."""
+    version: str | None
+    """The schema version in a single-format name; None in other names."""
+
+
+_VERSIONED = re.compile(r"^(?P<base>.+)_(?P<version>[0-9a-f]{8})$")
+_PREFIX = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SUFFIXES = [("_span", SPAN_KIND, SPAN), ("_resource", RESOURCE_KIND, RESOURCE)] + [
+    (f"_log_{severity}", LOG_KIND, LOG) for severity in SEVERITY_CLASSES
+]
+
+
+def parse_tracepoint(tracepoint: str) -> TracepointName | None:
+    """The prefix, kind and version of one of our tracepoint names (``otel_span.1f``,
+    ``otel_span_1a2b3c4d``, ``otel_span``); None for any other name. A name is not proof:
+    a reader checks the tracepoint's format against the schema too."""
+    base, _ = split_multi_format_name(tracepoint)
+    candidates = [(base, None)]
+    versioned = _VERSIONED.match(base)
+    if versioned is not None:
+        candidates.insert(0, (versioned["base"], versioned["version"]))
+    for name, version in candidates:
+        for suffix, kind, schema in _SUFFIXES:
+            prefix = name[: -len(suffix)]
+            if name.endswith(suffix) and _PREFIX.match(prefix):
+                return TracepointName(prefix, kind, schema, name, version)
+    return None
