@@ -110,17 +110,21 @@ def configure_sdk(config: Any) -> None:
     if config.disabled:
         return
     if span_settings:
-        provider = trace.get_tracer_provider()
-        if _is_sdk(provider, TracerProvider):
+        tracer_provider = trace.get_tracer_provider()
+        if isinstance(tracer_provider, TracerProvider):
             for settings in span_settings:
-                exporter = UserEventsSpanExporter(**settings)
-                provider.add_span_processor(UserEventsSpanProcessor(exporter))
+                span_exporter = UserEventsSpanExporter(**settings)
+                tracer_provider.add_span_processor(UserEventsSpanProcessor(span_exporter))
+        else:
+            _not_sdk(TracerProvider)
     if log_settings:
-        provider = _logs.get_logger_provider()
-        if _is_sdk(provider, LoggerProvider):
+        logger_provider = _logs.get_logger_provider()
+        if isinstance(logger_provider, LoggerProvider):
             for settings in log_settings:
-                exporter = UserEventsLogExporter(**settings)
-                provider.add_log_record_processor(UserEventsLogRecordProcessor(exporter))
+                log_exporter = UserEventsLogExporter(**settings)
+                logger_provider.add_log_record_processor(UserEventsLogRecordProcessor(log_exporter))
+        else:
+            _not_sdk(LoggerProvider)
 
 
 def _take(config: Any, section: str) -> list[dict[str, Any]]:
@@ -159,9 +163,6 @@ def _user_events_settings(processor: Any) -> dict[str, Any] | None:
     return dict(plugins[name] or {})
 
 
-def _is_sdk(provider: object, kind: type) -> bool:
-    if isinstance(provider, kind):
-        return True
+def _not_sdk(kind: type) -> None:
     _logger.warning("user_events: the global provider is no SDK %s; processors not added",
                     kind.__name__)  # fmt: skip
-    return False

@@ -68,10 +68,10 @@ class ResourceAnnouncer:
         if known is not None and known[0] is resource:
             return known[1], known[2]
         if self._redact is None:
-            attributes = anyvalue.encode(dict(resource.attributes)).encode()
+            text = anyvalue.encode(dict(resource.attributes))
         else:
-            attributes = anyvalue.encode(redact_attributes(resource.attributes, self._redact))
-            attributes = attributes.encode()
+            text = anyvalue.encode(redact_attributes(resource.attributes, self._redact))
+        attributes = text.encode()
         schema_url = encode_plain(resource.schema_url or "")
         rid = resource_id(attributes, schema_url)
         payload = RESOURCE.pack((rid, self._interval_ms), (attributes, schema_url))

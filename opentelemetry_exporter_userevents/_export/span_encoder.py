@@ -116,7 +116,9 @@ def _link_text(link: Any) -> str | None:
 
 
 def _encode_list(
-    items: Sequence[Any], fast: Callable[[Any], str | None], general: Callable[[Any], dict]
+    items: Sequence[Any],
+    fast: Callable[[Any], str | None],
+    general: Callable[[Any], dict[str, Any]],
 ) -> tuple[bytes, list[bytes]]:
     """Events or links as a JSON list, and each item's text (for cutting to fit)."""
     parts = []

@@ -55,7 +55,7 @@ class PageLayout:
     def from_header_page(cls, text: str, sub_buffer_size: int | None = None) -> PageLayout:
         """Parse ``events/header_page``; ``sub_buffer_size`` (an instance's
         ``buffer_subbuf_size_kb``) overrides the page size it implies."""
-        fields = {}
+        fields: dict[str, tuple[int, int]] = {}
         for line in text.splitlines():
             field = parse_field_line(line)
             if field is not None:

@@ -73,8 +73,11 @@ def status(args: argparse.Namespace, out: TextIO) -> int:
     for system, name, kind in found:
         try:
             fmt = tracefs.read_format(system, name)
-            schema = decoder.kind_of(name)[1]
-            schema.decoder(fmt)
+            known = decoder.kind_of(name)
+            if known is None:
+                continue
+            schema = known[1]
+            schema.unpacker(fmt)
             version = f"id {fmt.id}, {len(fmt.fields)} fields, {schema.name} schema"
         except ValueError as error:
             version = f"not our schema ({error})"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from opentelemetry_exporter_userevents.abi.format import EventFormat
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageError, PageLayout, parse_page
@@ -31,7 +31,7 @@ class TraceRecord(NamedTuple):
     """``span``, ``log`` or ``resource``."""
     tracepoint: str
     pid: int
-    values: dict[str, object]
+    values: dict[str, Any]
 
 
 _PID = struct.Struct("<i").unpack_from

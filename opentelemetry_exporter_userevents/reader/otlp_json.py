@@ -46,7 +46,7 @@ def require() -> None:
 def spans_request(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
     """An ExportTraceServiceRequest, as the JSON object OTLP/JSON defines."""
     require()
-    request = MessageToDict(encode_spans(spans), use_integers_for_enums=True)
+    request: dict[str, Any] = MessageToDict(encode_spans(spans), use_integers_for_enums=True)
     for resource_spans in request.get("resourceSpans", ()):
         for scope_spans in resource_spans.get("scopeSpans", ()):
             for span in scope_spans.get("spans", ()):
@@ -59,7 +59,7 @@ def spans_request(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
 def logs_request(logs: Sequence[ReadableLogRecord]) -> dict[str, Any]:
     """An ExportLogsServiceRequest, as the JSON object OTLP/JSON defines."""
     require()
-    request = MessageToDict(encode_logs(logs), use_integers_for_enums=True)
+    request: dict[str, Any] = MessageToDict(encode_logs(logs), use_integers_for_enums=True)
     for resource_logs in request.get("resourceLogs", ()):
         for scope_logs in resource_logs.get("scopeLogs", ()):
             for record in scope_logs.get("logRecords", ()):

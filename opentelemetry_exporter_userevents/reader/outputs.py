@@ -46,14 +46,17 @@ class OtlpJsonOutput:
 
     def write(self, items: Sequence[Telemetry]) -> None:
         spans, logs = _split(items)
-        for encode, batch in ((otlp_json.spans_request, spans), (otlp_json.logs_request, logs)):
-            if not batch:
-                continue
-            request, skipped = otlp_json.skipping_unrepresentable(encode, batch)
-            self.failed += skipped
-            if request is not None:
-                self.out.write(otlp_json.dumps(request) + "\n")
+        if spans:
+            self._write(otlp_json.skipping_unrepresentable(otlp_json.spans_request, spans))
+        if logs:
+            self._write(otlp_json.skipping_unrepresentable(otlp_json.logs_request, logs))
         self.out.flush()
+
+    def _write(self, encoded: tuple[dict[str, Any] | None, int]) -> None:
+        request, skipped = encoded
+        self.failed += skipped
+        if request is not None:
+            self.out.write(otlp_json.dumps(request) + "\n")
 
     def close(self) -> None:
         pass

@@ -87,8 +87,8 @@ def bounded_attributes(attributes: Mapping[str, Any], dropped: int = 0) -> Bound
     return bounded
 
 
-def bounded_list(items: list[Any], dropped: int) -> BoundedList:
-    bounded = BoundedList(None)
+def bounded_list(items: list[Any], dropped: int) -> BoundedList[Any]:
+    bounded: BoundedList[Any] = BoundedList(None)
     bounded.extend(items)
     bounded.dropped = dropped
     return bounded
@@ -111,19 +111,19 @@ class Rebuilder:
         now = time.monotonic()
         for record in records:
             if record.kind == RESOURCE_KIND:
-                rid = self._learn_resource(record)
-                if rid is not None:
-                    for _, waiting in self._pending.pop(rid, ()):
-                        self._rebuild(waiting, ready)
+                learnt = self._learn_resource(record)
+                if learnt is not None:
+                    for _, waiting_record in self._pending.pop(learnt, ()):
+                        self._rebuild(waiting_record, ready)
                 continue
-            rid = record.values["resource_id"]
-            if rid in self._resources:
+            record_rid: int = record.values["resource_id"]
+            if record_rid in self._resources:
                 self._rebuild(record, ready)
             else:
-                self._pending.setdefault(rid, []).append((now, record))
-        for rid, waiting in list(self._pending.items()):
+                self._pending.setdefault(record_rid, []).append((now, record))
+        for pending_rid, waiting in list(self._pending.items()):
             if waiting and now - waiting[0][0] >= self.resource_wait:
-                self._release(rid, ready)
+                self._release(pending_rid, ready)
         return ready
 
     def flush(self) -> list[Telemetry]:
@@ -145,7 +145,7 @@ class Rebuilder:
 
     def _learn_resource(self, record: TraceRecord) -> int | None:
         values = record.values
-        rid = values["resource_id"]
+        rid: int = values["resource_id"]
         if rid in self._resources:
             return rid
         try:

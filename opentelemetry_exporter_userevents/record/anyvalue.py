@@ -67,7 +67,11 @@ def _c_dumps() -> Callable[[Any], str]:
         def dumps(value: Any) -> str:
             return "".join(chunks(value, 0))
 
-        sample = {"a": [1, -2.5e300, True, None, 'é\x00"\ud800'], "b": {}, "c": [{}, []]}
+        sample: dict[str, Any] = {
+            "a": [1, -2.5e300, True, None, 'é\x00"\ud800'],
+            "b": {},
+            "c": [{}, []],
+        }
         if dumps(sample) == _json_dumps(sample):
             return dumps
     except Exception:  # noqa: BLE001 - another Python's encoder: use the public one
@@ -123,7 +127,7 @@ _FLAT_MAPPINGS = (dict, MappingProxyType, BoundedAttributes)
 
 def _as_dict(value: Mapping[str, Any]) -> dict[str, Any]:
     if type(value) is MappingProxyType or type(value) is BoundedAttributes:
-        copied = value.copy()  # type: ignore[attr-defined]
+        copied = value.copy()
         if type(copied) is dict:
             return copied
     return value if type(value) is dict else dict(value)
@@ -137,8 +141,8 @@ def encode_flat(value: Mapping[str, Any]) -> str | None:
     if kind is not dict:
         if not isinstance(value, _FLAT_MAPPINGS):
             return None
-        value = _as_dict(value)
-    return _encode_flat(value)
+        return _encode_flat(_as_dict(value))
+    return _encode_flat(value)  # type: ignore[arg-type]  # kind is dict
 
 
 def encode_str(text: str) -> str | None:

@@ -19,6 +19,7 @@ import hashlib
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from opentelemetry_exporter_userevents.abi.format import EventFormat
 from opentelemetry_exporter_userevents.record.unpack import RecordUnpacker
@@ -95,7 +96,7 @@ class Schema:
         """The payload size :meth:`pack` would produce for these texts."""
         return self.header_size + sum(len(t) for t in texts) + len(texts)
 
-    def unpack(self, record: bytes | memoryview, fmt: EventFormat) -> dict[str, object]:
+    def unpack(self, record: bytes | memoryview, fmt: EventFormat) -> dict[str, Any]:
         """The field values of one trace record (common header included), located by the
         tracepoint's ``format`` file: offsets and sizes, never our own assumptions.
 

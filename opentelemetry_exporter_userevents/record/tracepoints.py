@@ -103,7 +103,7 @@ def parse_tracepoint(tracepoint: str) -> TracepointName | None:
     ``otel_span_1a2b3c4d``, ``otel_span``); None for any other name. A name is not proof:
     a reader checks the tracepoint's format against the schema too."""
     base, _ = split_multi_format_name(tracepoint)
-    candidates = [(base, None)]
+    candidates: list[tuple[str, str | None]] = [(base, None)]
     versioned = _VERSIONED.match(base)
     if versioned is not None:
         candidates.insert(0, (versioned["base"], versioned["version"]))

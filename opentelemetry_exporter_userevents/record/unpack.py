@@ -12,7 +12,7 @@ of records a second this way.
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry_exporter_userevents.abi.format import EventFormat
 
@@ -62,21 +62,20 @@ class RecordUnpacker:
         there)."""
         self._chars = tuple(name for name, kind, _ in order if kind == "chars")
 
-    def unpack(self, record: bytes | memoryview) -> dict[str, object]:
+    def unpack(self, record: bytes | memoryview) -> dict[str, Any]:
         """The values of one record (common header included). Raises ValueError if it is
         too short, a text points outside it, or a text is not UTF-8."""
         size = len(record)
         if size < self._needed:
             raise ValueError(f"record of {size} bytes is too short for {self.format_name}")
-        values: dict[str, object] = dict(zip(self._names, self._unpack_from(record), strict=True))
+        values: dict[str, Any] = dict(zip(self._names, self._unpack_from(record), strict=True))
         for name, end in self._texts:
-            loc: int = values[name]  # type: ignore[assignment]
+            loc = values[name]
             first = end + (loc & 0xFFFF)
             last = first + (loc >> 16) - 1
             if last >= size or last < first:
                 raise ValueError(f"{name!r} points outside the record")
             values[name] = str(record[first:last], "utf-8")
         for name in self._chars:
-            chars: bytes = values[name]  # type: ignore[assignment]
-            values[name] = chars.rstrip(b"\0").decode("ascii")
+            values[name] = values[name].rstrip(b"\0").decode("ascii")
         return values
