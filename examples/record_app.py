@@ -21,7 +21,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as scratch:
         ready = os.path.join(scratch, "ready")
         reader = subprocess.Popen(
-            [sys.executable, "-m", "opentelemetry_exporter_userevents.cli", "record",
+            [sys.executable, "-m", "opentelemetry_exporter_userevents.reader.cli", "record",
              "--format", "tree", "--ready-file", ready],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip

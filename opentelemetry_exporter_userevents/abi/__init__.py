@@ -27,6 +27,8 @@ from opentelemetry_exporter_userevents.abi.uapi import (
     USER_EVENT_REG_PERSIST,
     USER_EVENTS_MULTI_SYSTEM,
     USER_EVENTS_SYSTEM,
+    data_loc,
+    rel_loc,
 )
 from opentelemetry_exporter_userevents.abi.user_events import (
     Registration,
@@ -48,7 +50,9 @@ __all__ = [
     "UserEventsError",
     "UserEventsUnavailable",
     "command_fields",
+    "data_loc",
     "enable_word",
     "parse_format",
+    "rel_loc",
     "split_multi_format_name",
 ]

@@ -354,7 +354,7 @@ def test_new_format_version_appearing_mid_stream_is_picked_up_by_its_offsets(tra
 
 def _cli(*args: str, **options) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "opentelemetry_exporter_userevents.cli", *args],
+        [sys.executable, "-m", "opentelemetry_exporter_userevents.reader.cli", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
