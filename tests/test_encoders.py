@@ -18,7 +18,7 @@ from opentelemetry.trace.span import TraceState
 
 from opentelemetry_exporter_userevents._export import span_encoder as spans
 from opentelemetry_exporter_userevents._export.log_encoder import encode_log
-from opentelemetry_exporter_userevents._export.resource import resource_id
+from opentelemetry_exporter_userevents._export.resource import hash_resource
 from opentelemetry_exporter_userevents._export.span_encoder import encode_span
 from opentelemetry_exporter_userevents.abi.ring_buffer import FTRACE_MAX_PAYLOAD
 from opentelemetry_exporter_userevents.record import anyvalue, flags, schema, tracepoints
@@ -120,9 +120,9 @@ def test_severity_classes(number):
 
 
 def test_resource_id_is_stable_and_content_derived():
-    a = resource_id(b'{"service.name":"a"}', b"")
-    assert a == resource_id(b'{"service.name":"a"}', b"")
-    assert a != resource_id(b'{"service.name":"b"}', b"")
+    a = hash_resource(b'{"service.name":"a"}', b"")
+    assert a == hash_resource(b'{"service.name":"a"}', b"")
+    assert a != hash_resource(b'{"service.name":"b"}', b"")
     assert 0 <= a < 2**64
 
 

@@ -11,7 +11,7 @@ import json
 from opentelemetry.sdk.resources import Resource
 
 from opentelemetry_exporter_userevents._export.log_encoder import encode_log
-from opentelemetry_exporter_userevents._export.resource import resource_id
+from opentelemetry_exporter_userevents._export.resource import hash_resource
 from opentelemetry_exporter_userevents._export.span_encoder import encode_span
 from opentelemetry_exporter_userevents.abi.ring_buffer import FTRACE_MAX_PAYLOAD
 from opentelemetry_exporter_userevents.reader import otlp_json
@@ -44,7 +44,7 @@ def log_record(readable, rid=1) -> TraceRecord:
 def resource_record(resource: Resource) -> TraceRecord:
     attributes = anyvalue.encode(dict(resource.attributes)).encode()
     url = resource.schema_url.encode()
-    rid = resource_id(attributes, url)
+    rid = hash_resource(attributes, url)
     payload = schema.RESOURCE.pack((rid, 1000), (attributes, url))
     values = schema.RESOURCE.unpack(record(1, payload), RESOURCE_FORMAT)
     return TraceRecord(0, "resource", "otel_resource.0", 1, values)

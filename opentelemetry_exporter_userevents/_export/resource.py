@@ -30,7 +30,7 @@ from opentelemetry_exporter_userevents.record.plain_text import encode_plain
 from opentelemetry_exporter_userevents.record.schema import RESOURCE
 
 
-def resource_id(attributes_text: bytes, schema_url: bytes) -> int:
+def hash_resource(attributes_text: bytes, schema_url: bytes) -> int:
     """A stable 64-bit id: the same resource gets the same id in every process."""
     digest = hashlib.blake2b(attributes_text + b"\0" + schema_url, digest_size=8).digest()
     return int.from_bytes(digest, "little")
@@ -73,7 +73,7 @@ class ResourceAnnouncer:
             text = anyvalue.encode(redact_attributes(resource.attributes, self._redact))
         attributes = text.encode()
         schema_url = encode_plain(resource.schema_url or "")
-        rid = resource_id(attributes, schema_url)
+        rid = hash_resource(attributes, schema_url)
         payload = RESOURCE.pack((rid, self._interval_ms), (attributes, schema_url))
         with self._lock:
             if len(self._known) > 64:  # resources are few; never let this grow unbounded
