@@ -23,7 +23,6 @@ from opentelemetry_exporter_userevents import (
     UserEventsLogExporter,
     UserEventsSpanExporter,
     UserEventsSpanProcessor,
-    abi,
     span_exporter,
 )
 from opentelemetry_exporter_userevents.record.schema import LOG, SPAN
@@ -34,6 +33,7 @@ from tests.support.kernel_support import (
     raw_writev,
     unmapped_buffer,
     unmount_in_a_private_namespace,
+    write_with_index,
 )
 from tests.support.span_fixtures import make_logs, make_spans
 
@@ -157,9 +157,9 @@ def test_what_the_kernel_returns_for_unreadable_buffers(data, event_name, attach
         array = (IoVec * len(pairs))(*(IoVec(base, length) for base, length in pairs))
         return ctypes.addressof(array), array
 
-    disabled = errno_of(lambda: abi.write_record(data.fd, registration.write_index, bad))
+    disabled = errno_of(lambda: write_with_index(data.fd, registration.write_index, bad))
     attach(registration)
-    enabled = errno_of(lambda: abi.write_record(data.fd, registration.write_index, bad))
+    enabled = errno_of(lambda: write_with_index(data.fd, registration.write_index, bad))
     huge_address, huge = iovecs((ctypes.addressof(index), 4), (ctypes.addressof(bad), 1 << 40))
     too_long = errno_of(lambda: raw_writev(data.fd, huge_address, 2))
     bad_array = errno_of(lambda: raw_writev(data.fd, ctypes.addressof(bad), 2))

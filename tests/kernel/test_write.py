@@ -13,6 +13,7 @@ import pytest
 
 from opentelemetry_exporter_userevents import abi
 from opentelemetry_exporter_userevents.abi import UserEventsError, uapi
+from tests.support.kernel_support import write_with_index
 
 pytestmark = pytest.mark.kernel
 
@@ -43,7 +44,7 @@ def test_write_with_unregistered_index_is_enoent(data, event_name):
     data.register(f"{event_name} u32 a")
 
     with pytest.raises(OSError) as caught:
-        abi.write_record(data.fd, 99, struct.pack("<I", 1))
+        write_with_index(data.fd, 99, struct.pack("<I", 1))
 
     assert caught.value.errno == errno.ENOENT
 
@@ -52,7 +53,7 @@ def test_write_with_negative_index_is_einval(data, event_name):
     data.register(f"{event_name} u32 a")
 
     with pytest.raises(OSError) as caught:
-        abi.write_record(data.fd, -1, struct.pack("<I", 1))
+        write_with_index(data.fd, -1, struct.pack("<I", 1))
 
     assert caught.value.errno == errno.EINVAL
 

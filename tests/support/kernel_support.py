@@ -172,3 +172,10 @@ class PerfTracepoint:
         for fd in self.fds:
             os.close(fd)
         self.rings, self.fds = [], []
+
+
+def write_with_index(fd: int, write_index: int, *parts: bytes | bytearray | memoryview) -> int:
+    """One ``writev`` of ``[s32 write_index][parts...]`` with any index, valid or not, so
+    tests can see what the kernel does with it (the product writes through
+    ``Registration.write`` only)."""
+    return os.writev(fd, [struct.pack("<i", write_index), *parts])
