@@ -14,6 +14,14 @@ from opentelemetry_exporter_userevents.abi.tracefs import Tracefs
 pytest_plugins = ["testbed.pytest_plugin"]
 
 
+@pytest.fixture(scope="session")
+def kernel_has_multi_format(pytestconfig: pytest.Config) -> bool:
+    """Whether this kernel accepts USER_EVENT_REG_MULTI_FORMAT (6.9+) or refuses it with
+    EINVAL (6.4 to 6.8): tests that hold on both kernels assert the layout each gives."""
+    plugin = pytestconfig.pluginmanager.get_plugin("testbed.pytest_plugin")
+    return bool(plugin.kernel_has_multi_format())
+
+
 @pytest.fixture
 def tracefs() -> Tracefs:
     found = Tracefs.find()
