@@ -332,6 +332,8 @@ class KernelTestBed:
         self.ran.setdefault(place, 0)
         self.not_ran.setdefault(place, 0)
         if isinstance(item, GuestItem):
+            if report.skipped and isinstance(report.longrepr, tuple):  # name the test's file
+                report.longrepr = (str(item.path), None, report.longrepr[2])
             # the guest says whether the test body ran there
             if report.when == "call":
                 if item.result().get("ran"):
@@ -350,7 +352,11 @@ class KernelTestBed:
         elif report.skipped and report.when in ("setup", "call"):
             self.not_ran[place] += 1
             reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else None
-            if not is_multi_format_skip(reason):
+            if reason is not None:
+                reason = reason.removeprefix("Skipped: ")
+            if is_multi_format_skip(reason):  # raised here: name the test's file instead
+                report.longrepr = (str(item.path), None, reason)
+            else:
                 self.bad_skips.append(item.nodeid)
                 if self.require and self.mode == "native":  # only the declared skip
                     report.outcome = "failed"

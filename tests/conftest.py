@@ -39,8 +39,14 @@ def data(tracefs: Tracefs) -> Iterator[UserEventsData]:
 
 @pytest.fixture
 def event_name(request: pytest.FixtureRequest) -> str:
-    """A name no other test uses: events outlive tests (deletion is asynchronous)."""
-    return "t_" + re.sub(r"\W", "_", request.node.name)[:60]
+    """A name no other test uses: events outlive tests (deletion is asynchronous). A long
+    name is cut, and then ends with a hash of the node id, so that parametrized variants of
+    one long test never share it."""
+    name = re.sub(r"\W", "_", request.node.name)
+    if len(name) > 60:
+        digest = hashlib.blake2b(request.node.nodeid.encode(), digest_size=4).hexdigest()
+        name = f"{name[:51]}_{digest}"
+    return "t_" + name
 
 
 @pytest.fixture

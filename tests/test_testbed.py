@@ -5,6 +5,7 @@
 
 import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -146,6 +147,53 @@ def test_guest_outcomes_become_host_outcomes_per_image(pytester, tmp_path, requi
     only.stdout.fnmatch_lines([f"user_events kernel tests: 1 ran in the qemu guest on {label}, 0*"])
     assert "running 1 kernel tests in a qemu guest" in only.stdout.str()
     assert only.stdout.str().count("kernel tests in a qemu guest") == 1
+
+
+NATIVE_TESTS = """
+import pytest
+from testbed.pytest_plugin import kernel_has_multi_format
+
+@pytest.mark.kernel
+@pytest.mark.multi_format
+def test_needs_multi_format():
+    pass
+
+@pytest.mark.kernel
+def test_fails_natively():
+    assert False, f"multi_format={kernel_has_multi_format()}"
+
+@pytest.mark.kernel
+def test_skips_natively():
+    pytest.skip("another reason")
+"""
+
+
+@pytest.mark.skipif(
+    not KERNEL_IMAGES or any(guest.unavailable_reason(image) for image in KERNEL_IMAGES),
+    reason="needs kernel images (the guest is the host with user_events here)",
+)
+def test_native_mode_runs_once_and_skips_multi_format_tests_where_refused(pytester):
+    """Inside the guest, the test bed sees user_events and root: it runs kernel tests
+    natively, skips multi_format tests where the kernel refuses the flag, and with
+    --require-kernel fails a test that skips for any other reason."""
+    pytester.makepyfile(test_native=NATIVE_TESTS)
+    pytester.makeini("[pytest]\nmarkers =\n    kernel: needs user_events\n")
+    argv = [sys.executable, "-m", "pytest", "-p", "testbed.pytest_plugin", "-p", "no:cacheprovider"]
+    argv += ["-rs", "--color=no", "--require-kernel"]
+    env = {"PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
+
+    for image in KERNEL_IMAGES:
+        run = guest.run(image, argv, cwd=pytester.path, env=env, timeout=600)
+
+        found = re.search(r"multi_format=(True|False)", run.output)
+        assert found, run.console[-3000:]
+        has = found.group(1) == "True"
+        assert run.returncode == pytest.ExitCode.TESTS_FAILED, run.output
+        assert "--require-kernel: skipped: another reason" in run.output
+        assert f"user_events kernel tests: {1 + has} ran natively, {2 - has} skipped" in run.output
+        refused = "test_native.py: needs USER_EVENT_REG_MULTI_FORMAT (Linux 6.9+)"
+        assert (refused in run.output) is not has, run.output
+        assert ("2 failed, 1 passed" if has else "2 failed, 1 skipped") in run.output, run.output
 
 
 MULTI_FORMAT_ONLY = """
