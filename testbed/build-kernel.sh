@@ -8,16 +8,24 @@
 # `make tinyconfig`, merged with the fragment below (merge_config.sh), `make olddefconfig`,
 # `make bzImage`. It writes the bzImage and its .config (as full.config, beside it).
 #
-# Usage: build-kernel.sh [OUTPUT] [--jobs N] [--source DIR] [--suite SUITE] [--keep-work]
-#   OUTPUT     where to write the bzImage (default: build/kernel/bzImage)
+# Usage: build-kernel.sh [OUTPUT] [--no-multi-format] [--jobs N] [--source DIR]
+#                        [--suite SUITE] [--keep-work]
+#   OUTPUT     where to write the bzImage (default: build/kernel/bzImage, or
+#              build/kernel/bzImage-no-multi-format with --no-multi-format)
+#   --no-multi-format  a kernel that refuses USER_EVENT_REG_MULTI_FORMAT with EINVAL, as
+#              Linux 6.4 to 6.8 do: include/uapi/linux/user_events.h gets that header's
+#              USER_EVENT_REG_MAX = 1U << 1 (6.12 has 1U << 2), and CONFIG_LOCALVERSION is
+#              "-no-multi-format" so `uname -r` tells it apart; the .config is written as
+#              full-no-multi-format.config. Tests run on both images: USER_EVENTS_KERNEL=A:B
 #   --jobs N   parallel make jobs (default: nproc)
-#   --source   use an already-extracted kernel tree (not modified: builds with O=)
+#   --source   use an already-extracted kernel tree (not modified: builds with O=; with
+#              --no-multi-format, a hard-linked copy of it gets the header edit)
 #   --suite    fetch linux-source-6.12 from this suite of the configured Debian mirror
 #              (default: the configured suites, else trixie + bookworm-backports)
 # Env: DEBIAN_MIRROR overrides the mirror found in /etc/apt; TMPDIR picks the work dir.
 set -euo pipefail
 
-OUT=build/kernel/bzImage; JOBS=$(nproc 2>/dev/null || echo 2); SRC=""; SUITE=""; KEEP=0
+OUT=""; JOBS=$(nproc 2>/dev/null || echo 2); SRC=""; SUITE=""; KEEP=0; NO_MULTI=0
 PKG=linux-source-6.12
 die() { echo "build-kernel: error: $*" >&2; exit 1; }
 log() { echo "build-kernel: $*" >&2; }
@@ -28,12 +36,16 @@ while [ $# -gt 0 ]; do
     --source) SRC=${2:?--source needs DIR}; shift 2 ;;
     --suite) SUITE=${2:?--suite needs SUITE}; shift 2 ;;
     --keep-work) KEEP=1; shift ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    --no-multi-format) NO_MULTI=1; shift ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     -*) die "unknown option $1" ;;
     *) OUT=$1; shift ;;
   esac
 done
 
+if [ -z "$OUT" ]; then
+  OUT=build/kernel/bzImage; [ "$NO_MULTI" = 1 ] && OUT=build/kernel/bzImage-no-multi-format
+fi
 case "$OUT" in /*) ;; *) OUT=$PWD/$OUT ;; esac
 [ -z "$SRC" ] || SRC=$(cd "$SRC" && pwd)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/build-kernel.XXXXXX")
@@ -175,6 +187,26 @@ if [ -z "$SRC" ]; then
 fi
 [ -f "$SRC/Makefile" ] && [ -x "$SRC/scripts/kconfig/merge_config.sh" ] || die "$SRC is not a kernel tree"
 
+# --no-multi-format: the 6.4-6.8 value of USER_EVENT_REG_MAX, so that user_reg_get() answers
+# EINVAL to USER_EVENT_REG_MULTI_FORMAT (1U << 1) exactly as those kernels do.
+CONFIG_NAME=full.config
+if [ "$NO_MULTI" = 1 ]; then
+  if [ "$SRC" != "$WORK/$PKG" ]; then  # the caller's tree: edit a hard-linked copy
+    log "copying $SRC (hard links) to edit its user_events.h"
+    cp -al "$SRC" "$WORK/src" 2>/dev/null || cp -a "$SRC" "$WORK/src"
+    SRC=$WORK/src
+  fi
+  H=$SRC/include/uapi/linux/user_events.h
+  grep -Eq '^[[:space:]]*USER_EVENT_REG_MAX[[:space:]]*=[[:space:]]*1U << 2,' "$H" \
+    || die "$H: no 'USER_EVENT_REG_MAX = 1U << 2,' line (not a 6.9+ tree?)"
+  sed -i -E 's/^([[:space:]]*USER_EVENT_REG_MAX[[:space:]]*=[[:space:]]*)1U << 2,/\11U << 1,/' "$H"
+  grep -Eq '^[[:space:]]*USER_EVENT_REG_MAX[[:space:]]*=[[:space:]]*1U << 1,' "$H" \
+    || die "$H: the USER_EVENT_REG_MAX edit did not apply"
+  log "$H: USER_EVENT_REG_MAX = 1U << 1 (MULTI_FORMAT refused with EINVAL)"
+  echo 'CONFIG_LOCALVERSION="-no-multi-format"' >> "$FRAG"
+  CONFIG_NAME=full-no-multi-format.config
+fi
+
 # Configure and build out of tree, so that the source tree stays untouched.
 B=$WORK/obj; mkdir -p "$B"; MK=(make -C "$SRC" O="$B" ARCH=x86_64 -j"$JOBS")
 log "building in $B with $JOBS job(s)"
@@ -186,7 +218,7 @@ while read -r opt; do grep -qx "$opt" "$B/.config" || log "warning: $opt did not
 "${MK[@]}" bzImage
 
 mkdir -p "$(dirname "$OUT")"
-cp "$B/arch/x86/boot/bzImage" "$OUT"; cp "$B/.config" "$(dirname "$OUT")/full.config"
+cp "$B/arch/x86/boot/bzImage" "$OUT"; cp "$B/.config" "$(dirname "$OUT")/$CONFIG_NAME"
 echo "Built $(grep -m1 '^# Linux' "$B/.config" | sed 's/^# //; s/ Kernel Configuration//'): $OUT"
-echo "  config: $(dirname "$OUT")/full.config"
+echo "  config: $(dirname "$OUT")/$CONFIG_NAME"
 echo "Use it with: USER_EVENTS_KERNEL=$OUT python -m pytest"

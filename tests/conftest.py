@@ -14,6 +14,14 @@ from opentelemetry_exporter_userevents.abi.tracefs import Tracefs
 pytest_plugins = ["testbed.pytest_plugin"]
 
 
+@pytest.fixture(scope="session")
+def kernel_has_multi_format(pytestconfig: pytest.Config) -> bool:
+    """Whether this kernel accepts USER_EVENT_REG_MULTI_FORMAT (6.9+) or refuses it with
+    EINVAL (6.4 to 6.8): tests that hold on both kernels assert the layout each gives."""
+    plugin = pytestconfig.pluginmanager.get_plugin("testbed.pytest_plugin")
+    return bool(plugin.kernel_has_multi_format())
+
+
 @pytest.fixture
 def tracefs() -> Tracefs:
     found = Tracefs.find()
@@ -31,8 +39,14 @@ def data(tracefs: Tracefs) -> Iterator[UserEventsData]:
 
 @pytest.fixture
 def event_name(request: pytest.FixtureRequest) -> str:
-    """A name no other test uses: events outlive tests (deletion is asynchronous)."""
-    return "t_" + re.sub(r"\W", "_", request.node.name)[:60]
+    """A name no other test uses: events outlive tests (deletion is asynchronous). A long
+    name is cut, and then ends with a hash of the node id, so that parametrized variants of
+    one long test never share it."""
+    name = re.sub(r"\W", "_", request.node.name)
+    if len(name) > 60:
+        digest = hashlib.blake2b(request.node.nodeid.encode(), digest_size=4).hexdigest()
+        name = f"{name[:51]}_{digest}"
+    return "t_" + name
 
 
 @pytest.fixture

@@ -117,7 +117,7 @@ def test_forked_child_sees_enables_and_its_unregister_leaves_the_parent(data, ev
             os.read(down_r, 1)
             # The child's page is copy-on-write after fork, so the kernel may set the bit
             # through its deferred fault-in path (a workqueue): it can lag the enable.
-            wait_until(lambda: registration.enabled, 10.0)
+            wait_until(lambda: registration.enabled, 60.0)  # a cap, not a wait
             os.write(up_w, b"1" if registration.enabled else b"0")
             registration.unregister()
             os.write(up_w, b"%d" % registration.enable_words[registration.enable_index])

@@ -24,6 +24,7 @@ from opentelemetry_exporter_userevents import (
 from opentelemetry_exporter_userevents.abi.ring_buffer import FTRACE_MAX_PAYLOAD, PERF_MAX_PAYLOAD
 from opentelemetry_exporter_userevents.record import anyvalue, flags
 from opentelemetry_exporter_userevents.record.schema import LOG, RESOURCE, SPAN
+from tests.support.app_tracepoints import register_as_exporter
 from tests.support.kernel_support import PerfTracepoint, drop_privileges, in_child
 from tests.support.records import check_log, check_span, plain, same
 from tests.support.span_fixtures import RESOURCE as APP_RESOURCE
@@ -263,7 +264,9 @@ def test_spans_flow_from_many_threads(span_exporter_, attach):
         assert sum(f"name=t{i} " in line for line in lines) == 50
 
 
-def test_same_schema_in_two_processes_is_one_tracepoint(span_exporter_, prefix):
+def test_same_schema_in_two_processes_is_one_tracepoint(
+    span_exporter_, prefix, kernel_has_multi_format
+):
     code = (
         "from opentelemetry_exporter_userevents import UserEventsSpanExporter as E\n"
         f"print(E(prefix={prefix!r}).registration.tracepoint)"
@@ -271,7 +274,10 @@ def test_same_schema_in_two_processes_is_one_tracepoint(span_exporter_, prefix):
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
 
     assert other.stdout.strip() == span_exporter_.registration.tracepoint
-    assert span_exporter_.registration.tracepoint.startswith(f"{prefix}_span.")
+    if kernel_has_multi_format:
+        assert span_exporter_.registration.tracepoint.startswith(f"{prefix}_span.")
+    else:  # one name per schema version
+        assert span_exporter_.registration.tracepoint == f"{prefix}_span_{SPAN.version}"
 
 
 ENTRY_POINT_APP = """
@@ -302,8 +308,8 @@ logger_provider:
 def test_entry_point_configuration_end_to_end(prefix, data, tracefs, attach, tmp_path, path):
     """OTEL_TRACES_EXPORTER=user_events, or a declarative config file naming user_events with
     YAML keys, through the SDK's own configurator."""
-    listened_span = data.register(SPAN.command(f"{prefix}_span"))
-    listened_log = data.register(LOG.command(f"{prefix}_log_error"))
+    listened_span = register_as_exporter(data, f"{prefix}_span", SPAN)
+    listened_log = register_as_exporter(data, f"{prefix}_log_error", LOG)
     attach(listened_span)
     attach(listened_log)
     env = dict(os.environ, OTEL_METRICS_EXPORTER="none")
@@ -364,7 +370,7 @@ print(type(processor).__name__, processor.exporter.stats.written, flush=True)
 def test_instrument_with_the_user_events_configurator_writes_once_listened(prefix, data, attach):
     """opentelemetry-instrument with OTEL_PYTHON_CONFIGURATOR=user_events: nothing is
     written while detached, and the first span after a listener attaches is."""
-    listened = data.register(SPAN.command(f"{prefix}_span"))
+    listened = register_as_exporter(data, f"{prefix}_span", SPAN)
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env.update(OTEL_PYTHON_CONFIGURATOR="user_events", OTEL_TRACES_EXPORTER="user_events",
                OTEL_METRICS_EXPORTER="none", OTEL_EXPORTER_USER_EVENTS_PREFIX=prefix)  # fmt: skip

@@ -26,6 +26,7 @@ from opentelemetry_exporter_userevents import (
     span_exporter,
 )
 from opentelemetry_exporter_userevents.record.schema import LOG, SPAN
+from tests.support.app_tracepoints import register_as_exporter
 from tests.support.kernel_support import (
     IoVec,
     drop_privileges,
@@ -75,7 +76,7 @@ def test_tracefs_unmounted_mid_run_the_open_file_keeps_working(exporter, tracefs
 
 def test_rights_revoked_mid_run_the_open_file_keeps_working(prefix, tracefs, data, attach):
     """The kernel checks permissions at open only: a revoked grant stops new exporters."""
-    listened = data.register(SPAN.command(f"{prefix}_span"))
+    listened = register_as_exporter(data, f"{prefix}_span", SPAN)
     attach(listened)
     paths = [tracefs.path, os.path.join(tracefs.path, "user_events_data")]
     saved = [(path, os.stat(path)) for path in paths]
@@ -138,7 +139,7 @@ def test_the_kernel_refuses_to_delete_a_registered_tracepoint(exporter, tracefs,
     assert (by_ioctl, by_line, by_truncation) == (errno.EBUSY,) * 3
     assert exporter.stats.snapshot()["written"] == 2
     assert len(attach.lines(exporter.registration)) == 2
-    assert exporter.registration.tracepoint in tracefs.events("user_events_multi")
+    assert exporter.registration.tracepoint in tracefs.events(exporter.registration.system)
 
 
 def test_what_the_kernel_returns_for_unreadable_buffers(data, event_name, attach):
@@ -198,7 +199,7 @@ def test_efault_from_the_kernel_is_counted_and_the_exporter_goes_on(
 def test_user_events_max_reached_counts_drops_as_unregistered(prefix, data, attach, caplog):
     """Existing tracepoints still register at the limit; new ones get EMFILE."""
     existing = {
-        c: data.register(LOG.command(f"{prefix}_log_{c}")) for c in ("trace", "debug", "info")
+        c: register_as_exporter(data, f"{prefix}_log_{c}", LOG) for c in ("trace", "debug", "info")
     }
     for registration in existing.values():
         attach(registration)

@@ -17,7 +17,7 @@ from opentelemetry_exporter_userevents.abi import (
 )
 from tests.support.kernel_support import wait_until
 
-pytestmark = pytest.mark.kernel
+pytestmark = [pytest.mark.kernel, pytest.mark.multi_format]
 
 REGISTER_IN_OTHER_PROCESS = """
 import json, sys

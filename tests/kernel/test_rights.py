@@ -17,6 +17,7 @@ from opentelemetry_exporter_userevents import (
 )
 from opentelemetry_exporter_userevents.abi import UserEventsData
 from opentelemetry_exporter_userevents.record.schema import LOG, SPAN
+from tests.support.app_tracepoints import register_as_exporter
 from tests.support.kernel_support import drop_privileges, in_child
 from tests.support.span_fixtures import make_logs, make_spans
 
@@ -88,8 +89,8 @@ def test_exporters_in_a_service_with_only_the_group_grant(tracefs, event_name, a
     user_events_data: it exports spans and logs, and every count is exact."""
     prefix = "svc_" + str(abs(hash(event_name)) % 10**8)
     with UserEventsData(tracefs.path) as root_data, GroupGrant(tracefs):
-        attach(root_data.register(SPAN.command(f"{prefix}_span")))
-        attach(root_data.register(LOG.command(f"{prefix}_log_error")))
+        attach(register_as_exporter(root_data, f"{prefix}_span", SPAN))
+        attach(register_as_exporter(root_data, f"{prefix}_log_error", LOG))
 
         def as_service():
             drop_privileges(groups=(SERVICE_GID,))

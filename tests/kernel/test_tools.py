@@ -112,6 +112,7 @@ def test_trace_cmd_perf_and_trace_text_show_the_readers_values_on_the_single_for
     assert f" start_time_ns={values['start_time_ns']:#x} ({values['start_time_ns']}) " in trace_line
 
 
+@pytest.mark.multi_format
 def test_stock_tools_do_not_decode_multi_format_names(tracefs, prefix, tmp_path):
     """Pinned so the README's tool table stays true: if a newer tool decodes these, this
     test fails and the table gets updated."""
