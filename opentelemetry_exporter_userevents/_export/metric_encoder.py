@@ -6,10 +6,12 @@ METRIC_NUMBER and METRIC_HISTOGRAM schemas).
 
 Numbers travel as record.metric_values says: integers in s64 as themselves, doubles as their
 IEEE-754 bits, so the reader gets back exactly the value the SDK had. A point too large is
-cut to fit (_export.fit): long texts capped, exemplars left out from the end, attributes
-left out largest first, then a histogram's buckets merged pairwise (explicit: every other
-bound kept; exponential: downscaled) until it fits, counts unchanged, then texts cut.
-Everything left out is counted in the record and marked in its ``truncated`` bits.
+cut to fit (_export.fit): long texts capped, exemplars left out from the end, a histogram's
+buckets merged pairwise (explicit: every other bound kept; exponential: downscaled; counts,
+sum, min and max unchanged), attributes left out largest first, then texts cut.
+Buckets are merged to half the record before any attribute is left out (attributes say
+which series a point belongs to). Everything left out is counted in the record and marked
+in its ``truncated`` bits.
 """
 
 from __future__ import annotations
@@ -222,28 +224,48 @@ def downscale(offset: int, counts: list[int]) -> tuple[int, list[int]]:
     return new_offset, merged
 
 
-def _fit_buckets(fitter: RecordFitter, point: Point) -> None:
-    """Merge buckets pairwise until the record fits or one bucket is left."""
-    if isinstance(point, HistogramDataPoint):
-        bounds, counts = list(point.explicit_bounds), list(point.bucket_counts)
-        while fitter.over() > 0 and bounds:
-            bounds, counts = merge_explicit(bounds, counts)
-            fitter.texts[_H_BUCKETS] = explicit_buckets(bounds, counts)
+class _Buckets:
+    """A histogram point's buckets being merged pairwise to fit."""
+
+    def __init__(self, fitter: RecordFitter, point: Point) -> None:
+        self.fitter = fitter
+        self.point = point
+        self.bounds: list[float] = []
+        self.counts: list[int] = []
+        self.scale = 0
+        self.positive: tuple[int, list[int]] = (0, [])
+        self.negative: tuple[int, list[int]] = (0, [])
+        if isinstance(point, HistogramDataPoint):
+            self.bounds, self.counts = list(point.explicit_bounds), list(point.bucket_counts)
+        elif isinstance(point, ExponentialHistogramDataPoint):
+            self.scale = point.scale
+            self.positive = (point.positive.offset, list(point.positive.bucket_counts))
+            self.negative = (point.negative.offset, list(point.negative.bucket_counts))
+
+    def merge(self, limit: int) -> None:
+        """Merge pairwise while the record is over its size and the buckets text is longer
+        than ``limit``, or until one bucket is left."""
+        fitter, point = self.fitter, self.point
+        while fitter.over() > 0 and len(fitter.texts[_H_BUCKETS]) > limit:
+            if isinstance(point, HistogramDataPoint):
+                if not self.bounds:
+                    return
+                self.bounds, self.counts = merge_explicit(self.bounds, self.counts)
+                text = explicit_buckets(self.bounds, self.counts)
+            else:
+                assert isinstance(point, ExponentialHistogramDataPoint)
+                if len(self.positive[1]) <= 1 and len(self.negative[1]) <= 1:
+                    return
+                self.positive, self.negative = downscale(*self.positive), downscale(*self.negative)
+                self.scale -= 1
+                merged = replace(
+                    point,
+                    positive=type(point.positive)(*self.positive),
+                    negative=type(point.negative)(*self.negative),
+                )
+                text = exponential_buckets(merged, self.scale)
+            fitter.texts[_H_BUCKETS] = text
             fitter.truncated |= TRUNCATED_BUCKETS
-        return
-    assert isinstance(point, ExponentialHistogramDataPoint)
-    scale = point.scale
-    positive = (point.positive.offset, list(point.positive.bucket_counts))
-    negative = (point.negative.offset, list(point.negative.bucket_counts))
-    while fitter.over() > 0 and (len(positive[1]) > 1 or len(negative[1]) > 1):
-        positive, negative, scale = downscale(*positive), downscale(*negative), scale - 1
-        merged = replace(
-            point,
-            positive=type(point.positive)(positive[0], positive[1]),
-            negative=type(point.negative)(negative[0], negative[1]),
-        )
-        fitter.texts[_H_BUCKETS] = exponential_buckets(merged, scale)
-        fitter.truncated |= TRUNCATED_BUCKETS
 
 
 def encode_histogram(item: PointItem, resource_id: int, max_size: int) -> tuple[bytes, bool]:
@@ -274,8 +296,10 @@ def encode_histogram(item: PointItem, resource_id: int, max_size: int) -> tuple[
         fitter = RecordFitter(METRIC_HISTOGRAM, texts, max_size)
         fitter.cap_texts(_H_CUTTABLE)
         bad_exemplars += fitter.drop_items(_H_EXEMPLARS, exemplars, TRUNCATED_EXEMPLARS)
+        merging = _Buckets(fitter, point)
+        merging.merge(max_size // 2)  # attributes say which series this is: keep them longer
         bad_attributes += fitter.drop_attributes(_H_ATTRIBUTES, point.attributes)
-        _fit_buckets(fitter, point)
+        merging.merge(0)
         fitter.cut_texts(_H_CUTTABLE)
         truncated = fitter.truncated
     fixed = (

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from opentelemetry.sdk._logs import ReadableLogRecord
+from opentelemetry.sdk.metrics.export import MetricsData
 from opentelemetry.sdk.trace import ReadableSpan
 
 from opentelemetry_exporter_userevents.reader.rebuild_metrics import MetricPoint, metrics_data
@@ -74,9 +75,15 @@ def logs_request(logs: Sequence[ReadableLogRecord]) -> dict[str, Any]:
 
 
 def metrics_request(points: Sequence[MetricPoint]) -> dict[str, Any]:
-    """An ExportMetricsServiceRequest, as the JSON object OTLP/JSON defines."""
+    """An ExportMetricsServiceRequest of rebuilt points, as the JSON object OTLP/JSON
+    defines."""
+    return metrics_data_request(metrics_data(points))
+
+
+def metrics_data_request(data: MetricsData) -> dict[str, Any]:
+    """An ExportMetricsServiceRequest of the SDK's MetricsData, as OTLP/JSON."""
     require()
-    message = encode_metrics(metrics_data(points))
+    message = encode_metrics(data)
     request: dict[str, Any] = MessageToDict(message, use_integers_for_enums=True)
     for resource_metrics in request.get("resourceMetrics", ()):
         for scope_metrics in resource_metrics.get("scopeMetrics", ()):
