@@ -144,7 +144,8 @@ def test_histogram_points_come_back_exactly(counts, bound_values, total, low, hi
     point = HistogramDataPoint({"a": 1}, 5, 6, sum(counts), total, counts, bounds, low, high)
     got = roundtrip(item(point, mv.KIND_HISTOGRAM)).point
     assert isinstance(got, HistogramDataPoint)
-    assert exactly(list(got.bucket_counts), counts) and exactly(list(got.explicit_bounds), bounds, True)
+    assert exactly(list(got.bucket_counts), counts)
+    assert exactly(list(got.explicit_bounds), bounds, True)
     assert got.count == sum(counts)
     for mine, theirs in ((got.sum, total), (got.min, low), (got.max, high)):
         if isinstance(theirs, int) and not mv.fits_s64(theirs):
