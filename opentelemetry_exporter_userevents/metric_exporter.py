@@ -234,12 +234,19 @@ class UserEventsMetricReader(PeriodicExportingMetricReader):
         exporter: UserEventsMetricExporter | None = None,
         export_interval_millis: float | None = None,
         export_timeout_millis: float | None = None,
-        **kwargs: Any,
+        cardinality_limits: Any = None,
+        **exporter_options: Any,
     ) -> None:
-        self.exporter = exporter if exporter is not None else UserEventsMetricExporter()
+        """``exporter_options`` make the exporter when none is given (the configurator
+        passes the exporter's settings this way)."""
+        if exporter is None:
+            exporter = UserEventsMetricExporter(**exporter_options)
+        self.exporter = exporter
         self.skipped = 0
         """Collect cycles skipped because nobody listened."""
-        super().__init__(self.exporter, export_interval_millis, export_timeout_millis, **kwargs)
+        super().__init__(
+            exporter, export_interval_millis, export_timeout_millis, cardinality_limits
+        )
 
     def _collect_if_listened(self, timeout_millis: float) -> None:
         if not self.exporter.listened:
