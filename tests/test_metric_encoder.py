@@ -27,10 +27,12 @@ from opentelemetry_exporter_userevents._export.metric_encoder import (
     PointItem,
     downscale,
     encode_point,
+    explicit_buckets,
+    exponential_buckets,
     merge_explicit,
 )
 from opentelemetry_exporter_userevents.reader.rebuild_metrics import MetricPoint, rebuild_point
-from opentelemetry_exporter_userevents.record import flags
+from opentelemetry_exporter_userevents.record import anyvalue, flags
 from opentelemetry_exporter_userevents.record import metric_values as mv
 from opentelemetry_exporter_userevents.record.schema import METRIC_HISTOGRAM, METRIC_NUMBER
 from tests.support.otel_strategies import attributes, scopes, texts
@@ -255,3 +257,27 @@ def test_a_long_description_and_scope_are_cut_with_the_marker():
     values = METRIC_NUMBER.unpack(HEADER + payload, format_of(METRIC_NUMBER, "x.0"))
     assert values["description"].endswith(flags.TRUNCATION_MARK)
     assert values["truncated"] & flags.TRUNCATED_TEXT and values["name"] == "n"
+
+
+@given(
+    bounds=st.lists(doubles | integers, max_size=20),
+    counts=st.lists(st.integers(0, 2**64), max_size=20),
+    point_flags=st.integers(0, 1),
+    scale=st.integers(-10, 20),
+)
+def test_the_buckets_fast_path_writes_what_the_value_encoding_writes(
+    bounds, counts, point_flags, scale
+):
+    fast = explicit_buckets(bounds, counts)
+    assert fast == anyvalue.encode({"bounds": bounds, "counts": counts}).encode()
+    point = ExponentialHistogramDataPoint(
+        {}, 1, 2, 0, 0, scale, 3, Buckets(-5, counts), Buckets(7, counts[:2]), point_flags, 0, 0
+    )
+    general = {
+        "scale": scale,
+        "zero_count": 3,
+        "positive": {"offset": -5, "counts": counts},
+        "negative": {"offset": 7, "counts": counts[:2]},
+        "flags": point_flags,
+    }
+    assert exponential_buckets(point, scale) == anyvalue.encode(general).encode()

@@ -105,13 +105,23 @@ def _exemplars(point: Point) -> tuple[list[bytes], int]:
     return parts, bad
 
 
+_texts: dict[tuple[str, str | None, str | None], tuple[bytes, bytes, bytes]] = {}
+
+
 def _metric_texts(item: PointItem) -> tuple[bytes, bytes, bytes, bytes]:
-    return (
-        encode_plain(item.name),
-        encode_scope(item.scope),
-        encode_plain(item.description or ""),
-        encode_plain(item.unit or ""),
-    )
+    """Name, scope, description and unit texts (cached: a metric has many points)."""
+    key = (item.name, item.description, item.unit)
+    texts = _texts.get(key)
+    if texts is None:
+        texts = (
+            encode_plain(item.name),
+            encode_plain(item.description or ""),
+            encode_plain(item.unit or ""),
+        )
+        if len(_texts) >= 1024:  # never let it grow unbounded
+            _texts.clear()
+        _texts[key] = texts
+    return texts[0], encode_scope(item.scope), texts[1], texts[2]
 
 
 def encode_point(item: PointItem, resource_id: int, max_size: int) -> tuple[bytes, bool]:
@@ -185,11 +195,46 @@ def _number_bits(value: float, int_flag: int) -> tuple[int, int]:
     return mv.double_bits(_as_double(value)), 0
 
 
+_PLAIN_INT = 1 << 2048  # anyvalue writes smaller ints as decimal
+
+
+def plain_numbers(values: Sequence[float]) -> str | None:
+    """A JSON list of ints and finite floats, byte for byte what the value encoding writes
+    for it, at a fraction of its cost (buckets are long lists of plain numbers); None if
+    any value needs the general path."""
+    for value in values:
+        kind = type(value)
+        if kind is int:
+            if not -_PLAIN_INT < value < _PLAIN_INT:
+                return None
+        elif kind is not float or not math.isfinite(value):
+            return None
+    return "[" + ",".join(map(repr, values)) + "]"
+
+
 def explicit_buckets(bounds: Sequence[float], counts: Sequence[int]) -> bytes:
+    bounds_text, counts_text = plain_numbers(bounds), plain_numbers(counts)
+    if bounds_text is not None and counts_text is not None:
+        return f'{{"{mv.BOUNDS}":{bounds_text},"{mv.COUNTS}":{counts_text}}}'.encode()
     return anyvalue.encode({mv.BOUNDS: list(bounds), mv.COUNTS: list(counts)}).encode()
 
 
 def exponential_buckets(point: ExponentialHistogramDataPoint, scale: int) -> bytes:
+    numbers = (scale, point.zero_count, point.positive.offset, point.negative.offset)
+    positive = plain_numbers(point.positive.bucket_counts)
+    negative = plain_numbers(point.negative.bucket_counts)
+    flags = point.flags
+    if (
+        positive is not None
+        and negative is not None
+        and plain_numbers((*numbers, flags)) is not None
+    ):
+        return (
+            f'{{"{mv.SCALE}":{scale},"{mv.ZERO_COUNT}":{point.zero_count},'
+            f'"{mv.POSITIVE}":{{"{mv.OFFSET}":{point.positive.offset},"{mv.COUNTS}":{positive}}},'
+            f'"{mv.NEGATIVE}":{{"{mv.OFFSET}":{point.negative.offset},"{mv.COUNTS}":{negative}}},'
+            f'"{mv.FLAGS}":{flags}}}'
+        ).encode()
     return anyvalue.encode(
         {
             mv.SCALE: scale,
