@@ -185,7 +185,7 @@ class UserEventsMetricExporter(ExporterBase[PointItem], MetricExporter):
         )
         tracepoints = {kind: (metric_tracepoint(config.prefix, kind), s) for kind, s in
                        METRIC_KINDS.items()}  # fmt: skip
-        ExporterBase.__init__(self, tracepoints, config, redact)
+        ExporterBase.__init__(self, tracepoints, config, redact, meter_provider)
         MetricExporter.__init__(
             self,
             preferred_temporality={**_temporality(), **(preferred_temporality or {})},
