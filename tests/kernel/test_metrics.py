@@ -7,7 +7,11 @@ as the SDK's own OTLP encoding of the same collection, in both temporalities."""
 
 from __future__ import annotations
 
+import json
 import math
+import signal
+import subprocess
+import sys
 
 import pytest
 from opentelemetry import trace
@@ -27,7 +31,7 @@ from opentelemetry_exporter_userevents.reader import TraceReader, otlp_json
 from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.reader.rebuild_metrics import MetricPoint
 from opentelemetry_exporter_userevents.record import flags
-from tests.support.kernel_support import wait_until
+from tests.support.kernel_support import in_child, wait_until
 
 pytestmark = pytest.mark.kernel
 
@@ -228,3 +232,64 @@ def test_a_listener_arriving_later_sees_the_next_cycle(tracefs, prefix):
         assert wait_until(lambda: metric_reader.skipped > skipped, timeout=10)
     finally:
         provider.shutdown()
+
+
+def _app_metrics(prefix: str) -> list[dict]:
+    """A process that collects whenever a reader listens: every instrument once, then the
+    OTLP/JSON of what its SDK handed the exporter."""
+    exporter = CapturingExporter(prefix=prefix)
+    metric_reader = UserEventsMetricReader(exporter, export_interval_millis=math.inf)
+    provider = MeterProvider(
+        metric_readers=[metric_reader], resource=Resource({"service.name": "cli"}), views=_views()
+    )
+    _instruments(provider.get_meter("cli.meter"), [])
+    # the reader enables one tracepoint after another: wait for every kind's
+    registrations = exporter.registrations.values()
+    assert wait_until(lambda: all(r is not None and r.enabled for r in registrations), 60)
+    metric_reader.force_flush()
+    provider.shutdown()
+    return [otlp_json.metrics_data_request(d) for d in exporter.captured]
+
+
+def _cli_record(prefix: str, tmp_path, *args: str) -> subprocess.Popen:
+    ready = tmp_path / "ready"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "opentelemetry_exporter_userevents.reader.cli", "--prefix",
+         prefix, "record", "--ready-file", str(ready), "--rescan-interval", "0.1", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    assert wait_until(lambda: ready.exists() and ready.read_text(), 60), process.stderr
+    return process
+
+
+@pytest.mark.parametrize("output_format", ["otlp-json", "tree"])
+def test_the_cli_records_metrics_as_otlp_json_requests_or_a_tree(
+    tracefs, prefix, tmp_path, output_format
+):
+    output = tmp_path / "out"
+    recorder = _cli_record(prefix, tmp_path, "--format", output_format, "--output", str(output))
+    (expected,) = in_child(lambda: _app_metrics(prefix), timeout=120)
+    points = sum(
+        len(next(v for v in m.values() if isinstance(v, dict))["dataPoints"])
+        for rm in expected["resourceMetrics"]
+        for sm in rm["scopeMetrics"]
+        for m in sm["metrics"]
+    )
+    if output_format == "otlp-json":
+        assert wait_until(lambda: output.exists() and output.read_text().endswith("\n"), 30)
+    else:
+        assert wait_until(lambda: output.exists() and output.read_text().count("\n") >= points, 30)
+    recorder.send_signal(signal.SIGINT)
+    _, err = recorder.communicate(timeout=60)
+    assert recorder.returncode == 0, err
+    assert f"{points} metric points rebuilt" in err and "lost 0" in err
+
+    if output_format == "otlp-json":
+        assert [json.loads(line) for line in output.read_text().splitlines()] == [expected]
+        return
+    shown = output.read_text()
+    assert "requests{s=x i=-9223372036854775808 f=0.1 b=False (+1)}  sum (cumulative" in shown
+    assert "latency{route=/a}  histogram (cumulative)  count=6" in shown
+    assert "cli" in shown and "obs.gauge{g=2}  gauge  1e+308  By" in shown
