@@ -177,7 +177,7 @@ class Rebuilder:
                 self.stats.spans += 1
             elif record.kind in METRIC_KINDS:
                 scope = self.scope(record.values["scope"])
-                ready.append(rebuild_point(record.values, resource, scope))
+                ready.append(rebuild_point(record.values, resource, scope, record.kind))
                 self.stats.metric_points += 1
             else:
                 ready.append(self.log(record.values, resource))

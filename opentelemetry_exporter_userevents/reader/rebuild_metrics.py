@@ -44,6 +44,12 @@ from opentelemetry_exporter_userevents.record.flags import (
     METRIC_VALUE_INT,
 )
 from opentelemetry_exporter_userevents.record.plain_text import decode_plain
+from opentelemetry_exporter_userevents.record.tracepoints import (
+    METRIC_EXP_HISTOGRAM_KIND,
+    METRIC_GAUGE_KIND,
+    METRIC_HISTOGRAM_KIND,
+    METRIC_SUM_KIND,
+)
 
 Point = NumberDataPoint | HistogramDataPoint | ExponentialHistogramDataPoint
 
@@ -82,16 +88,49 @@ def _attributes(text: str) -> dict[str, Any]:
     return {k: _sdk_value(v) for k, v in value.items()}
 
 
+def _object(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError("not a JSON object")
+    return value
+
+
+def _number(value: Any) -> float:
+    """A JSON number (int or float, never a bool), as it came."""
+    if type(value) is not int and type(value) is not float:
+        raise ValueError(f"not a number: {type(value).__name__}")
+    return value
+
+
+def _int(value: Any) -> int:
+    if type(value) is not int:
+        raise ValueError(f"not an integer: {type(value).__name__}")
+    return value
+
+
+def _numbers(values: Any, whole: bool = False) -> list[Any]:
+    """A JSON list of numbers (``whole``: of non-negative ints)."""
+    if not isinstance(values, list):
+        raise ValueError("not a JSON list")
+    for value in values:
+        if whole and (type(value) is not int or value < 0):
+            raise ValueError("not a count")
+        _number(value)
+    return values
+
+
 def _exemplars(text: str) -> list[Exemplar]:
     exemplars = []
-    for item in anyvalue.decode(text):
+    items = anyvalue.decode(text)
+    if not isinstance(items, list):
+        raise ValueError("exemplars are not a JSON list")
+    for item in map(_object, items):
         trace_id = item.get(mv.TRACE_ID)
         span_id = item.get(mv.SPAN_ID)
         exemplars.append(
             Exemplar(
-                {k: _sdk_value(v) for k, v in item[mv.ATTRIBUTES].items()},
-                item[mv.VALUE],
-                item[mv.TIME_NS],
+                {k: _sdk_value(v) for k, v in _object(item[mv.ATTRIBUTES]).items()},
+                _number(item[mv.VALUE]),
+                _int(item[mv.TIME_NS]),
                 int(span_id, 16) if span_id is not None else None,
                 int(trace_id, 16) if trace_id is not None else None,
             )
@@ -99,16 +138,28 @@ def _exemplars(text: str) -> list[Exemplar]:
     return exemplars
 
 
-def _number(bits: int, flags: int, int_flag: int) -> float:
+def _bits(bits: int, flags: int, int_flag: int) -> float:
     return mv.bits_s64(bits) if flags & int_flag else mv.bits_double(bits)
 
 
+_KINDS = {
+    METRIC_SUM_KIND: mv.KIND_SUM,
+    METRIC_GAUGE_KIND: mv.KIND_GAUGE,
+    METRIC_HISTOGRAM_KIND: mv.KIND_HISTOGRAM,
+    METRIC_EXP_HISTOGRAM_KIND: mv.KIND_EXP_HISTOGRAM,
+}
+
+
 def rebuild_point(
-    values: Mapping[str, Any], resource: Resource, scope: InstrumentationScope | None
+    values: Mapping[str, Any],
+    resource: Resource,
+    scope: InstrumentationScope | None,
+    tracepoint_kind: str | None = None,
 ) -> MetricPoint:
-    """A MetricPoint from the fields of an ``otel_metric_*`` record. Raises ValueError,
-    TypeError or KeyError for a record whose texts do not decode."""
-    kind = values["kind"]
+    """A MetricPoint from the fields of an ``otel_metric_*`` record; the tracepoint's kind
+    (record.tracepoints METRIC_KINDS) says which, else the ``kind`` field. Raises
+    ValueError, TypeError or KeyError for a record whose texts do not decode."""
+    kind = _KINDS[tracepoint_kind] if tracepoint_kind is not None else values["kind"]
     attributes = _attributes(values["attributes"])
     exemplars = _exemplars(values["exemplars"])
     start, end = values["start_time_ns"], values["time_ns"]
@@ -118,7 +169,7 @@ def rebuild_point(
         value: float
         if flags & METRIC_VALUE_BIG:
             value = anyvalue.decode(values["value_text"])
-            if not isinstance(value, int):
+            if type(value) is not int:
                 raise ValueError("value_text is not an integer")
         elif flags & METRIC_VALUE_INT:
             value = values["value"]
@@ -126,10 +177,10 @@ def rebuild_point(
             value = mv.bits_double(values["value_bits"])
         point = NumberDataPoint(attributes, start, end, value, exemplars)
     elif kind in (mv.KIND_HISTOGRAM, mv.KIND_EXP_HISTOGRAM):
-        buckets = anyvalue.decode(values["buckets"])
-        total = _number(values["sum_bits"], flags, METRIC_SUM_INT)
-        low = _number(values["min_bits"], flags, METRIC_MIN_INT)
-        high = _number(values["max_bits"], flags, METRIC_MAX_INT)
+        buckets = _object(anyvalue.decode(values["buckets"]))
+        total = _bits(values["sum_bits"], flags, METRIC_SUM_INT)
+        low = _bits(values["min_bits"], flags, METRIC_MIN_INT)
+        high = _bits(values["max_bits"], flags, METRIC_MAX_INT)
         if kind == mv.KIND_HISTOGRAM:
             point = HistogramDataPoint(
                 attributes,
@@ -137,25 +188,25 @@ def rebuild_point(
                 end,
                 values["count"],
                 total,
-                tuple(buckets[mv.COUNTS]),
-                tuple(buckets[mv.BOUNDS]),
+                tuple(_numbers(buckets[mv.COUNTS], whole=True)),
+                tuple(_numbers(buckets[mv.BOUNDS])),
                 low,
                 high,
                 exemplars,
             )
         else:
-            positive, negative = buckets[mv.POSITIVE], buckets[mv.NEGATIVE]
+            positive, negative = _object(buckets[mv.POSITIVE]), _object(buckets[mv.NEGATIVE])
             point = ExponentialHistogramDataPoint(
                 attributes,
                 start,
                 end,
                 values["count"],
                 total,
-                buckets[mv.SCALE],
-                buckets[mv.ZERO_COUNT],
-                Buckets(positive[mv.OFFSET], list(positive[mv.COUNTS])),
-                Buckets(negative[mv.OFFSET], list(negative[mv.COUNTS])),
-                buckets[mv.FLAGS],
+                _int(buckets[mv.SCALE]),
+                _int(buckets[mv.ZERO_COUNT]),
+                Buckets(_int(positive[mv.OFFSET]), _numbers(positive[mv.COUNTS], whole=True)),
+                Buckets(_int(negative[mv.OFFSET]), _numbers(negative[mv.COUNTS], whole=True)),
+                _int(buckets[mv.FLAGS]),
                 low,
                 high,
                 exemplars,
