@@ -211,7 +211,16 @@ class UserEventsMetricExporter(ExporterBase[PointItem], MetricExporter):
     def export(
         self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
     ) -> MetricExportResult:
-        points = list(data_points(metrics_data))
+        try:
+            points = list(data_points(metrics_data))
+        except Exception as exc:  # noqa: BLE001 - not MetricsData: say so, never raise
+            self._writer.report(
+                ("not MetricsData", type(exc)),
+                "user_events: export() was given no MetricsData (%s: %.200s); nothing written",
+                type(exc).__name__,
+                exc,
+            )
+            return MetricExportResult.FAILURE
         if self._export_items(points, self._route, encode_point, redact_point):
             return MetricExportResult.SUCCESS
         return MetricExportResult.FAILURE

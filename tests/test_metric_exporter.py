@@ -16,11 +16,21 @@ from opentelemetry.exporter.otlp.proto.common._internal.metrics_encoder import (
     OTLPMetricExporterMixin,
 )
 from opentelemetry.metrics import Observation
-from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics import Exemplar, MeterProvider
 from opentelemetry.sdk.metrics import _Gauge as Gauge
-from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMetricReader
+from opentelemetry.sdk.metrics.export import (
+    AggregationTemporality,
+    InMemoryMetricReader,
+    Metric,
+    MetricsData,
+    NumberDataPoint,
+    ResourceMetrics,
+    ScopeMetrics,
+    Sum,
+)
 from opentelemetry.sdk.metrics.view import ExponentialBucketHistogramAggregation, View
 from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from opentelemetry_exporter_userevents import UserEventsMetricExporter, UserEventsMetricReader
 from opentelemetry_exporter_userevents._export.metric_encoder import encode_point
@@ -37,6 +47,7 @@ from opentelemetry_exporter_userevents.record.schema import (
     METRIC_NUMBER,
     RESOURCE,
 )
+from tests.support.fake_kernel import FakeKernel
 from tests.test_metric_encoder import HEADER, format_of
 
 
@@ -155,3 +166,55 @@ def test_points_re_export_through_a_metrics_exporter_entry_point():
     output.close()
     assert output.failed == 0
     assert '"name": "og"' in printed.getvalue()
+
+
+KINDS = {"metric_sum": 1, "metric_gauge": 2, "metric_histogram": 3, "metric_exp_histogram": 4}
+
+
+def test_each_kind_goes_to_its_tracepoint_only_while_listened(monkeypatch, tmp_path):
+    fake = FakeKernel(monkeypatch, tmp_path)
+    exporter = UserEventsMetricExporter(tracefs=fake.tracefs, prefix="k")
+    histograms = exporter.registrations["metric_histogram"]
+    histograms.enable_words[histograms.enable_index] = 0  # nobody listens to histograms
+    data = _collection()
+    assert exporter.export(data).name == "SUCCESS"
+    assert exporter.export(None).name == "FAILURE"  # not MetricsData: refused, not raised
+    fake.settle(exporter)
+
+    kinds = [item.kind for item in data_points(data)]
+    decoded = {
+        kind: fake.decoded(schema, f"k_{kind}") for kind, schema in tracepoints.METRIC_KINDS.items()
+    }
+    # c, u, oc, ou; g, og; h and exp (the "*" view); exp (the exponential view)
+    assert len(decoded["metric_sum"]) == kinds.count(mv.KIND_SUM) == 4
+    assert len(decoded["metric_gauge"]) == kinds.count(mv.KIND_GAUGE) == 2
+    assert decoded["metric_histogram"] == [] and kinds.count(mv.KIND_HISTOGRAM) == 2
+    assert len(decoded["metric_exp_histogram"]) == kinds.count(mv.KIND_EXP_HISTOGRAM) == 1
+    for kind, records in decoded.items():
+        assert all(v["kind"] == KINDS[kind] for v in records)
+    stats = exporter.stats.snapshot()
+    assert stats["not_listened"] == 2
+    assert stats["written"] == 4 + 2 + 1 + 1  # and the resource record
+
+
+def test_redaction_reaches_point_and_exemplar_attributes(monkeypatch, tmp_path):
+    fake = FakeKernel(monkeypatch, tmp_path)
+    exporter = UserEventsMetricExporter(
+        tracefs=fake.tracefs,
+        prefix="r",
+        redact=lambda key, value: "<redacted>" if key == "k" else value,
+    )
+    exemplar = Exemplar({"k": "secret", "other": 1}, 2.5, 7, 1, 2)
+    point = NumberDataPoint({"k": "secret", "n": 1}, 1, 2, 3, [exemplar])
+    data = MetricsData(
+        [ResourceMetrics(Resource({"k": "secret"}), [ScopeMetrics(InstrumentationScope("s"),
+         [Metric("m", None, None, Sum([point], AggregationTemporality.DELTA, True))], "")], "")]
+    )  # fmt: skip
+    exporter.export(data)
+    fake.settle(exporter)
+    (values,) = fake.decoded(METRIC_NUMBER, "r_metric_sum")
+    assert anyvalue.decode(values["attributes"]) == {"k": "<redacted>", "n": 1}
+    (written,) = anyvalue.decode(values["exemplars"])
+    assert written["attributes"] == {"k": "<redacted>", "other": 1}
+    (resource,) = fake.decoded(RESOURCE, "r_resource")
+    assert anyvalue.decode(resource["attributes"]) == {"k": "<redacted>"}
