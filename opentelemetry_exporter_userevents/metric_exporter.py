@@ -183,8 +183,10 @@ class UserEventsMetricExporter(ExporterBase[PointItem], MetricExporter):
             multi_format=multi_format,
             **kwargs,
         )
-        tracepoints = {kind: (metric_tracepoint(config.prefix, kind), s) for kind, s in
-                       METRIC_KINDS.items()}  # fmt: skip
+        tracepoints = {
+            kind: (metric_tracepoint(config.prefix, kind), schema)
+            for kind, schema in METRIC_KINDS.items()
+        }
         ExporterBase.__init__(self, tracepoints, config, redact, meter_provider)
         MetricExporter.__init__(
             self,

@@ -221,7 +221,7 @@ METRIC_NUMBER = Schema(
             "s64",
             "The value if an integer in s64 (flags bit 0), else the double cut "
             "toward zero and clamped to s64 (0 for NaN), for filters.",
-        ),  # fmt: skip
+        ),
         ("value_bits", "u64", "The value as an IEEE-754 double, its 64 bits (exact for doubles)."),
         *_POINT_DROPS,
         _METRIC_KIND,
@@ -258,7 +258,7 @@ METRIC_HISTOGRAM = Schema(
             TEXT,
             "JSON: {bounds, counts} or {scale, zero_count, positive, negative, "
             "flags}, see docs/schema.md.",
-        ),  # fmt: skip
+        ),
         _EXEMPLARS,
         *_METRIC_TAIL,
     ),
