@@ -1,9 +1,10 @@
 # Copyright The OpenTelemetry Authors
 # SPDX-License-Identifier: Apache-2.0
 
-"""OpenTelemetry span and log exporters that write Linux user_events tracepoints.
+"""OpenTelemetry span, log and metric exporters that write Linux user_events tracepoints.
 
-Drop-in: ``OTEL_TRACES_EXPORTER=user_events`` and ``OTEL_LOGS_EXPORTER=user_events``.
+Drop-in: ``OTEL_TRACES_EXPORTER=user_events``, ``OTEL_LOGS_EXPORTER=user_events`` and
+``OTEL_METRICS_EXPORTER=user_events``.
 In code, prefer the processors, which check the enable bit before anything else::
 
     provider.add_span_processor(UserEventsSpanProcessor(UserEventsSpanExporter()))
@@ -11,6 +12,10 @@ In code, prefer the processors, which check the enable bit before anything else:
 
 from opentelemetry_exporter_userevents._export.writer import ExportStats
 from opentelemetry_exporter_userevents.log_exporter import UserEventsLogExporter
+from opentelemetry_exporter_userevents.metric_exporter import (
+    UserEventsMetricExporter,
+    UserEventsMetricReader,
+)
 from opentelemetry_exporter_userevents.processors import (
     UserEventsLogRecordProcessor,
     UserEventsSpanProcessor,
@@ -23,6 +28,8 @@ __all__ = [
     "ExportStats",
     "UserEventsLogExporter",
     "UserEventsLogRecordProcessor",
+    "UserEventsMetricExporter",
+    "UserEventsMetricReader",
     "UserEventsSampler",
     "UserEventsSpanExporter",
     "UserEventsSpanProcessor",

@@ -10,18 +10,23 @@ while nobody listens. This configurator is the SDK's, except that ``user_events`
 exporters get :class:`UserEventsSpanProcessor` and :class:`UserEventsLogRecordProcessor`;
 other exporters keep the batch processors. With ``OTEL_CONFIG_FILE``, the file's
 ``simple`` or ``batch`` processors around a ``user_events`` exporter are replaced the same
-way (:func:`configure_sdk`).
+way (:func:`configure_sdk`). ``OTEL_METRICS_EXPORTER=user_events``, and a file's
+``periodic`` reader of a ``user_events`` exporter, get :class:`UserEventsMetricReader`,
+which collects nothing while nobody listens (:func:`user_events_metric_readers`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import logging
 import os
+from collections.abc import Iterator
 from typing import Any
 
 from opentelemetry import _logs, trace
+from opentelemetry.sdk import _configuration as sdk_configuration
 from opentelemetry.sdk._configuration import _initialize_components, _OTelSDKConfigurator
 from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter
@@ -30,6 +35,10 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from opentelemetry_exporter_userevents.log_exporter import UserEventsLogExporter
+from opentelemetry_exporter_userevents.metric_exporter import (
+    UserEventsMetricExporter,
+    UserEventsMetricReader,
+)
 from opentelemetry_exporter_userevents.processors import (
     UserEventsLogRecordProcessor,
     UserEventsSpanProcessor,
@@ -52,9 +61,11 @@ class UserEventsConfigurator(_OTelSDKConfigurator):
             if ignored:
                 _logger.warning("%s is set; ignoring configurator kwargs %s", OTEL_CONFIG_FILE,
                                 ignored)  # fmt: skip
-            configure_file(config_file)
+            with user_events_metric_readers():
+                configure_file(config_file)
             return
-        _initialize_components(**with_processors(kwargs))
+        with user_events_metric_readers():
+            _initialize_components(**with_processors(kwargs))
 
 
 def with_processors(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -151,7 +162,11 @@ def _user_events_settings(processor: Any) -> dict[str, Any] | None:
     """The exporter settings of a simple or batch processor whose exporter is the
     user_events plugin, as the configuration package would load it; else None."""
     inner = getattr(processor, "simple", None) or getattr(processor, "batch", None)
-    exporter = getattr(inner, "exporter", None)
+    return _plugin_settings(getattr(inner, "exporter", None))
+
+
+def _plugin_settings(exporter: Any) -> dict[str, Any] | None:
+    """The settings of an exporter configuration that names the user_events plugin."""
     if exporter is None or not dataclasses.is_dataclass(exporter):
         return None
     if any(getattr(exporter, f.name) is not None for f in dataclasses.fields(exporter)):
@@ -166,3 +181,57 @@ def _user_events_settings(processor: Any) -> dict[str, Any] | None:
 def _not_sdk(kind: type) -> None:
     _logger.warning("user_events: the global provider is no SDK %s; processors not added",
                     kind.__name__)  # fmt: skip
+
+
+@contextlib.contextmanager
+def user_events_metric_readers() -> Iterator[None]:
+    """While configuring: the SDK's and the configuration file's periodic reader of a
+    ``user_events`` metric exporter become :class:`UserEventsMetricReader`, with the same
+    exporter settings, interval and timeout. (Neither builder takes a reader factory, so
+    their module functions are replaced for the duration, then restored.)"""
+    init_metrics = sdk_configuration._init_metrics
+
+    def init_user_events_metrics(
+        exporters_or_readers: dict[str, type], *args: Any, **kwargs: Any
+    ) -> Any:
+        exporter_args_map = kwargs.get("exporter_args_map") or {}
+        replaced: dict[str, Any] = {}
+        for name, cls in exporters_or_readers.items():
+            if isinstance(cls, type) and issubclass(cls, UserEventsMetricExporter):
+                settings = exporter_args_map.get(cls, {})
+                exporter_args_map = {**exporter_args_map, UserEventsMetricReader: settings}
+                cls = UserEventsMetricReader
+            replaced[name] = cls
+        if "exporter_args_map" in kwargs or exporter_args_map:
+            kwargs["exporter_args_map"] = exporter_args_map
+        return init_metrics(replaced, *args, **kwargs)
+
+    restore: list[tuple[Any, str, Any]] = [(sdk_configuration, "_init_metrics", init_metrics)]
+    sdk_configuration._init_metrics = init_user_events_metrics
+    try:
+        from opentelemetry.configuration import _meter_provider  # noqa: PLC0415 - optional
+    except ImportError:
+        _meter_provider = None  # type: ignore[assignment]
+    if _meter_provider is not None:
+        create_periodic = _meter_provider._create_periodic_metric_reader
+
+        def create_user_events_periodic(config: Any) -> Any:
+            settings = _plugin_settings(getattr(config, "exporter", None))
+            if settings is None:
+                return create_periodic(config)
+            interval = config.interval
+            timeout = config.timeout
+            return UserEventsMetricReader(
+                UserEventsMetricExporter(**settings),
+                float(interval if interval is not None else 60_000),
+                float(timeout if timeout is not None else 30_000),
+                _meter_provider._create_cardinality_limits(config.cardinality_limits),
+            )
+
+        restore.append((_meter_provider, "_create_periodic_metric_reader", create_periodic))
+        setattr(_meter_provider, "_create_periodic_metric_reader", create_user_events_periodic)  # noqa: B010
+    try:
+        yield
+    finally:
+        for module, name, original in restore:
+            setattr(module, name, original)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk._logs import ReadableLogRecord
 from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
 
@@ -44,6 +45,7 @@ class UserEventsLogExporter(ExporterBase[ReadableLogRecord], LogRecordExporter):
         tracefs: str | None = None,
         multi_format: bool | None = None,
         redact: Redactor | None = None,
+        meter_provider: MeterProvider | None = None,
         **kwargs: Any,
     ) -> None:
         config = self.settings(
@@ -55,7 +57,7 @@ class UserEventsLogExporter(ExporterBase[ReadableLogRecord], LogRecordExporter):
             **kwargs,
         )
         tracepoints = {cls: (log_tracepoint(config.prefix, cls), LOG) for cls in SEVERITY_CLASSES}
-        super().__init__(tracepoints, config, redact)
+        super().__init__(tracepoints, config, redact, meter_provider)
         self.registrations: dict[str, Registration | None] = {
             cls: self._writer.registrations[cls] for cls in SEVERITY_CLASSES
         }

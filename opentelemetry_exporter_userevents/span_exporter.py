@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
@@ -40,6 +41,7 @@ class UserEventsSpanExporter(ExporterBase[ReadableSpan], SpanExporter):
         tracefs: str | None = None,
         multi_format: bool | None = None,
         redact: Redactor | None = None,
+        meter_provider: MeterProvider | None = None,
         **kwargs: Any,
     ) -> None:
         config = self.settings(
@@ -50,7 +52,9 @@ class UserEventsSpanExporter(ExporterBase[ReadableSpan], SpanExporter):
             multi_format=multi_format,
             **kwargs,
         )
-        super().__init__({"span": (span_tracepoint(config.prefix), SPAN)}, config, redact)
+        super().__init__(
+            {"span": (span_tracepoint(config.prefix), SPAN)}, config, redact, meter_provider
+        )
         self.registration = self._writer.registrations["span"]
 
     @property

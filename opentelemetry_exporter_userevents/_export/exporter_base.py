@@ -18,7 +18,10 @@ from opentelemetry_exporter_userevents import _forksafe
 from opentelemetry_exporter_userevents._export.config import ExporterConfig
 from opentelemetry_exporter_userevents._export.redaction import Redactor, checked
 from opentelemetry_exporter_userevents._export.resource import ResourceAnnouncer
-from opentelemetry_exporter_userevents._export.self_metrics import observe_stats
+from opentelemetry_exporter_userevents._export.self_metrics import (
+    internal_metrics_enabled,
+    observe_stats,
+)
 from opentelemetry_exporter_userevents._export.writer import EventWriter, ExportStats
 from opentelemetry_exporter_userevents.abi.user_events import Registration
 from opentelemetry_exporter_userevents.record import anyvalue
@@ -40,7 +43,8 @@ class ExporterBase(Generic[Item]):
     :meth:`_export_items` does the rest."""
 
     _signal = "span"
-    """What the subclass exports: ``span`` or ``log`` (names its metrics)."""
+    """What the subclass exports: ``span``, ``log`` or ``metric_data_point`` (names its
+    metrics)."""
     _item_name = "a span"
     """An item, in messages."""
 
@@ -49,7 +53,10 @@ class ExporterBase(Generic[Item]):
         tracepoints: dict[str, tuple[str, Schema]],
         config: ExporterConfig,
         redact: Redactor | None = None,
+        meter_provider: MeterProvider | None = None,
     ) -> None:
+        """``meter_provider``: where this exporter's own metrics go when
+        OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED is true (default: the global one)."""
         self.config = config
         self._redact = checked(redact)
         tracepoints = {**tracepoints, "resource": (resource_tracepoint(config.prefix), RESOURCE)}
@@ -64,6 +71,8 @@ class ExporterBase(Generic[Item]):
         self._metrics = False
         self._lock = threading.Lock()
         _forksafe.register(self)
+        if internal_metrics_enabled():
+            self.instrument_metrics(meter_provider)
 
     @staticmethod
     def settings(**arguments: Any) -> ExporterConfig:

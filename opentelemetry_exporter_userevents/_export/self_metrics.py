@@ -5,17 +5,27 @@
 
 Observable counters, read from ``ExportStats.snapshot()`` when a metric reader collects:
 the export path does no extra work. The exported/failed count follows the semantic
-conventions for SDK exporters (``otel.sdk.exporter.span.exported`` and
-``otel.sdk.exporter.log.exported``, with ``error.type`` on drops); records skipped because
-nobody listened, and records cut to fit, have counters of their own.
+conventions for SDK exporters, as the OTLP exporters report it
+(``otel.sdk.exporter.span.exported``, ``otel.sdk.exporter.log.exported`` and
+``otel.sdk.exporter.metric_data_point.exported``, with ``otel.component.type``,
+``otel.component.name``, and ``error.type`` on drops); records skipped because nobody
+listened, and records cut to fit, have counters of their own. There is no
+``otel.sdk.exporter.*.inflight``: an export writes each record before it returns, so
+nothing is ever in flight when a reader collects.
+
+Switched on as the SDK switches on its own metrics, by
+``OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED=true`` (reported through the exporter's
+``meter_provider`` argument, else the global provider), or by calling ``instrument_metrics``.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable, Iterator
 
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation, get_meter_provider
+from opentelemetry.sdk.environment_variables import OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED
 
 from opentelemetry_exporter_userevents._export.writer import ExportStats
 from opentelemetry_exporter_userevents.version import __version__
@@ -26,13 +36,21 @@ _ERROR_TYPES = {
     "dropped_unregistered": "unregistered",
     "dropped_write_error": "write_error",
 }
+_UNITS = {"span": "{span}", "log": "{log_record}", "metric_data_point": "{data_point}"}
 _numbers = itertools.count()
+
+
+def internal_metrics_enabled() -> bool:
+    """OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED, read as the SDK reads it (``true`` or
+    ``false``, case-insensitive; default false)."""
+    return os.environ.get(OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED, "").strip().lower() == "true"
 
 
 def observe_stats(
     stats: ExportStats, signal: str, meter_provider: MeterProvider | None = None
 ) -> None:
-    """Register observable counters for ``stats``; ``signal`` is ``span`` or ``log``."""
+    """Register observable counters for ``stats``; ``signal`` is ``span``, ``log`` or
+    ``metric_data_point``."""
     provider = meter_provider if meter_provider is not None else get_meter_provider()
     meter = provider.get_meter("opentelemetry-exporter-userevents", __version__)
     component_type = f"user_events_{signal}_exporter"
@@ -40,7 +58,7 @@ def observe_stats(
         "otel.component.type": component_type,
         "otel.component.name": f"{component_type}/{next(_numbers)}",
     }
-    unit = "{span}" if signal == "span" else "{log_record}"
+    unit = _UNITS[signal]
 
     def exported(options: CallbackOptions) -> Iterator[Observation]:
         counts = stats.snapshot()

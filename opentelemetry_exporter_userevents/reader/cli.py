@@ -185,6 +185,7 @@ def _summary(
         f"{rebuilt.resources} resources",
     ]
     for label, count in (
+        ("metric points rebuilt", rebuilt.metric_points),
         ("without resource", rebuilt.without_resource),
         ("truncated by the writer", rebuilt.truncated),
         ("invalid", rebuilt.invalid),

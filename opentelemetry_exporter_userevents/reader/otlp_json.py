@@ -1,7 +1,8 @@
 # Copyright The OpenTelemetry Authors
 # SPDX-License-Identifier: Apache-2.0
 
-"""OTLP/JSON: ``ExportTraceServiceRequest`` and ``ExportLogsServiceRequest`` as JSON lines.
+"""OTLP/JSON: ``ExportTraceServiceRequest``, ``ExportLogsServiceRequest`` and
+``ExportMetricsServiceRequest`` as JSON lines.
 
 This is what the OpenTelemetry Collector's file exporter writes and its ``otlpjsonfile``
 receiver reads: the protobuf JSON mapping with lowerCamelCase names, enums as integers,
@@ -19,10 +20,16 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from opentelemetry.sdk._logs import ReadableLogRecord
+from opentelemetry.sdk.metrics.export import MetricsData
 from opentelemetry.sdk.trace import ReadableSpan
+
+from opentelemetry_exporter_userevents.reader.rebuild_metrics import MetricPoint, metrics_data
 
 try:
     from google.protobuf.json_format import MessageToDict
+    from opentelemetry.exporter.otlp.proto.common._internal.metrics_encoder import (
+        encode_metrics,
+    )
     from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 except ImportError as error:  # pragma: no cover - depends on the installed extras
@@ -64,6 +71,29 @@ def logs_request(logs: Sequence[ReadableLogRecord]) -> dict[str, Any]:
         for scope_logs in resource_logs.get("scopeLogs", ()):
             for record in scope_logs.get("logRecords", ()):
                 _hex_ids(record)
+    return request
+
+
+def metrics_request(points: Sequence[MetricPoint]) -> dict[str, Any]:
+    """An ExportMetricsServiceRequest of rebuilt points, as the JSON object OTLP/JSON
+    defines."""
+    return metrics_data_request(metrics_data(points))
+
+
+def metrics_data_request(data: MetricsData) -> dict[str, Any]:
+    """An ExportMetricsServiceRequest of the SDK's MetricsData, as OTLP/JSON."""
+    require()
+    message = encode_metrics(data)
+    request: dict[str, Any] = MessageToDict(message, use_integers_for_enums=True)
+    for resource_metrics in request.get("resourceMetrics", ()):
+        for scope_metrics in resource_metrics.get("scopeMetrics", ()):
+            for metric in scope_metrics.get("metrics", ()):
+                for data in metric.values():
+                    if not isinstance(data, dict):
+                        continue
+                    for point in data.get("dataPoints", ()):
+                        for exemplar in point.get("exemplars", ()):
+                            _hex_ids(exemplar)
     return request
 
 

@@ -42,6 +42,7 @@ from opentelemetry.trace import (
 )
 
 from opentelemetry_exporter_userevents.reader.decoder import TraceRecord
+from opentelemetry_exporter_userevents.reader.rebuild_metrics import MetricPoint, rebuild_point
 from opentelemetry_exporter_userevents.record import anyvalue
 from opentelemetry_exporter_userevents.record import json_keys as key
 from opentelemetry_exporter_userevents.record.flags import (
@@ -51,9 +52,13 @@ from opentelemetry_exporter_userevents.record.flags import (
     PARENT_REMOTE,
 )
 from opentelemetry_exporter_userevents.record.plain_text import decode_plain
-from opentelemetry_exporter_userevents.record.tracepoints import RESOURCE_KIND, SPAN_KIND
+from opentelemetry_exporter_userevents.record.tracepoints import (
+    METRIC_KINDS,
+    RESOURCE_KIND,
+    SPAN_KIND,
+)
 
-Telemetry = ReadableSpan | ReadableLogRecord
+Telemetry = ReadableSpan | ReadableLogRecord | MetricPoint
 
 _NO_CONTEXT = set_span_in_context(NonRecordingSpan(SpanContext(0, 0, False)), Context())
 
@@ -62,6 +67,7 @@ _NO_CONTEXT = set_span_in_context(NonRecordingSpan(SpanContext(0, 0, False)), Co
 class RebuildStats:
     spans: int = 0
     logs: int = 0
+    metric_points: int = 0
     resources: int = 0
     """Distinct resources learnt."""
     truncated: int = 0
@@ -169,6 +175,10 @@ class Rebuilder:
             if record.kind == SPAN_KIND:
                 ready.append(self.span(record.values, resource))
                 self.stats.spans += 1
+            elif record.kind in METRIC_KINDS:
+                scope = self.scope(record.values["scope"])
+                ready.append(rebuild_point(record.values, resource, scope, record.kind))
+                self.stats.metric_points += 1
             else:
                 ready.append(self.log(record.values, resource))
                 self.stats.logs += 1

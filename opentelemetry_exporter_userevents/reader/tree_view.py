@@ -1,7 +1,8 @@
 # Copyright The OpenTelemetry Authors
 # SPDX-License-Identifier: Apache-2.0
 
-"""A human view of rebuilt telemetry: each trace as a tree of spans, and log lines.
+"""A human view of rebuilt telemetry: each trace as a tree of spans, log lines, and one
+line per metric data point.
 
 A trace is printed when its local root ends (children end first, so by then the tree is
 whole); spans whose root never arrives are printed by :meth:`TreeView.flush`. Logs are
@@ -17,6 +18,9 @@ from typing import Any, TextIO
 from opentelemetry.sdk._logs import ReadableLogRecord
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
+
+from opentelemetry_exporter_userevents.reader.rebuild_metrics import MetricPoint
+from opentelemetry_exporter_userevents.record import metric_values as mv
 
 KEY_ATTRIBUTES = 4
 """Attributes shown per span or log line."""
@@ -71,10 +75,13 @@ class TreeView:
         self.out = out
         self._traces: dict[int, list[ReadableSpan]] = {}
 
-    def add(self, items: Iterable[ReadableSpan | ReadableLogRecord]) -> None:
+    def add(self, items: Iterable[ReadableSpan | ReadableLogRecord | MetricPoint]) -> None:
         for item in items:
             if isinstance(item, ReadableLogRecord):
                 self.out.write(self.log_line(item) + "\n")
+                continue
+            if isinstance(item, MetricPoint):
+                self.out.write(metric_line(item) + "\n")
                 continue
             spans = self._traces.setdefault(item.context.trace_id, [])
             spans.append(item)
@@ -149,3 +156,61 @@ class TreeView:
         if record.trace_id:
             parts.append(f"trace={record.trace_id:032x} span={record.span_id:016x}")
         return "  ".join(p for p in parts if p)
+
+
+_KIND_LABELS = {
+    mv.KIND_SUM: "sum",
+    mv.KIND_GAUGE: "gauge",
+    mv.KIND_HISTOGRAM: "histogram",
+    mv.KIND_EXP_HISTOGRAM: "exp_histogram",
+}
+
+
+def _number(value: float) -> str:
+    return str(value) if isinstance(value, int) else f"{value:.6g}"
+
+
+def metric_value(item: MetricPoint) -> str:
+    """The point's value(s): ``value`` for sums and gauges; count, sum, min, max and the
+    bucket counts for histograms."""
+    point: Any = item.point
+    if item.kind in (mv.KIND_SUM, mv.KIND_GAUGE):
+        return _number(point.value)
+    text = f"count={point.count} sum={_number(point.sum)}"
+    if point.count:
+        text += f" min={_number(point.min)} max={_number(point.max)}"
+    if item.kind == mv.KIND_HISTOGRAM:
+        buckets = " ".join(
+            f"≤{_number(bound)}:{count}"
+            for bound, count in zip(point.explicit_bounds, point.bucket_counts, strict=False)
+            if count
+        )
+        overflow = point.bucket_counts[-1] if point.bucket_counts else 0
+        if overflow:
+            buckets += f" >{_number(point.explicit_bounds[-1]) if point.explicit_bounds else ''}"
+            buckets += f":{overflow}"
+        return f"{text} [{buckets.strip()}]"
+    return (
+        f"{text} scale={point.scale} zero={point.zero_count}"
+        f" +{len(point.positive.bucket_counts)}/-{len(point.negative.bucket_counts)} buckets"
+    )
+
+
+def metric_line(item: MetricPoint) -> str:
+    """``time  service  name{attributes}  kind (temporality)  value  unit``."""
+    kind = _KIND_LABELS.get(item.kind, "?")
+    if item.temporality is not None and item.kind != mv.KIND_GAUGE:
+        kind += f" ({item.temporality.name.lower()}{', monotonic' if item.monotonic else ''})"
+    attributes = _attributes(item.point.attributes)
+    parts = [
+        _time(item.point.time_unix_nano),
+        "metric",
+        _service(item.resource),
+        item.name + (f"{{{attributes}}}" if attributes else ""),
+        kind,
+        metric_value(item),
+        item.unit,
+    ]
+    if item.truncated:
+        parts.append("(cut to fit)")
+    return "  ".join(p for p in parts if p)

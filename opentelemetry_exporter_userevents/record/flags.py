@@ -23,3 +23,24 @@ LOG_EVENT_NAME = 2
 """event_name is set."""
 LOG_BODY = 4
 """body is set."""
+
+# truncated bits of otel_metric_* (with TRUNCATED_ATTRIBUTES and TRUNCATED_TEXT above)
+TRUNCATED_EXEMPLARS = 16
+"""Exemplars were left out from the end (counted in dropped_exemplars)."""
+TRUNCATED_BUCKETS = 32
+"""Buckets were merged to fit: an explicit histogram kept every other bound, an exponential
+one was downscaled; counts, sum, min and max are unchanged."""
+
+# flags of otel_metric_sum and otel_metric_gauge
+METRIC_VALUE_INT = 1
+"""The point's value is an integer; ``value`` holds it exactly."""
+METRIC_VALUE_BIG = 2
+"""An integer outside s64: its exact value is in ``value_text``."""
+
+# flags of otel_metric_histogram and otel_metric_exp_histogram
+METRIC_SUM_INT = 1
+"""``sum_bits`` holds an integer sum as s64 (two's complement), not a double's bits."""
+METRIC_MIN_INT = 2
+"""``min_bits`` holds an integer as s64."""
+METRIC_MAX_INT = 4
+"""``max_bits`` holds an integer as s64."""

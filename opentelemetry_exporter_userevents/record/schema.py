@@ -185,3 +185,82 @@ RESOURCE = Schema(
     ),
     "The resource of a process's spans and logs, announced instead of repeated per record.",
 )
+
+_POINT_HEAD = (
+    ("start_time_ns", "u64", "Start of the point's interval, ns since the Unix epoch."),
+    ("time_ns", "u64", "End of the point's interval (collection time), ns since the Unix epoch."),
+    *_IDS_AND_SCOPE,
+)
+_METRIC_KIND = ("kind", "u8", "Metric type: 1 sum, 2 gauge, 3 histogram, 4 exponential histogram.")
+_TEMPORALITY = (
+    "temporality",
+    "u8",
+    "AggregationTemporality: 0 none (gauges), 1 delta, 2 cumulative.",
+)
+_POINT_DROPS = (
+    ("dropped_attributes", "u32", "Attributes dropped to fit or as unencodable."),
+    ("dropped_exemplars", "u32", "Exemplars dropped to fit or as unencodable."),
+)
+_METRIC_TAIL = (
+    ("scope", TEXT, "Instrumentation scope: JSON {name, version, schema_url, attributes}."),
+    ("description", TEXT, "Metric description (plain text)."),
+    ("unit", TEXT, "Metric unit (plain text)."),
+)
+_EXEMPLARS = (
+    "exemplars",
+    TEXT,
+    "Exemplars: JSON list of {time_ns, value, attributes, trace_id?, span_id?}.",
+)
+
+METRIC_NUMBER = Schema(
+    "otel_metric_number",
+    _fields(
+        *_POINT_HEAD,
+        (
+            "value",
+            "s64",
+            "The value if an integer in s64 (flags bit 0), else the double cut "
+            "toward zero and clamped to s64 (0 for NaN), for filters.",
+        ),
+        ("value_bits", "u64", "The value as an IEEE-754 double, its 64 bits (exact for doubles)."),
+        *_POINT_DROPS,
+        _METRIC_KIND,
+        _TEMPORALITY,
+        ("is_monotonic", "u8", "1 for a monotonic sum; 0 otherwise."),
+        ("flags", "u8", "Bit 0: the value is an integer; bit 1: outside s64, see value_text."),
+        ("truncated", "u8", "Bits of what was cut to fit the record size; see record.flags."),
+        ("name", TEXT, "Metric name (plain text)."),
+        ("attributes", TEXT, "Point attributes, as a JSON object (value encoding)."),
+        _EXEMPLARS,
+        ("value_text", TEXT, "An integer value outside s64 in the value encoding; else empty."),
+        *_METRIC_TAIL,
+    ),
+    "One data point of a sum or gauge: ``otel_metric_sum`` and ``otel_metric_gauge``.",
+)
+
+METRIC_HISTOGRAM = Schema(
+    "otel_metric_histogram",
+    _fields(
+        *_POINT_HEAD,
+        ("count", "u64", "Number of measurements."),
+        ("sum_bits", "u64", "Sum: IEEE-754 double bits, or s64 if flags bit 0."),
+        ("min_bits", "u64", "Minimum: IEEE-754 double bits, or s64 if flags bit 1."),
+        ("max_bits", "u64", "Maximum: IEEE-754 double bits, or s64 if flags bit 2."),
+        *_POINT_DROPS,
+        _METRIC_KIND,
+        _TEMPORALITY,
+        ("flags", "u8", "Bits 0, 1, 2: sum, min, max are integers (s64), not doubles."),
+        ("truncated", "u8", "Bits of what was cut to fit the record size; see record.flags."),
+        ("name", TEXT, "Metric name (plain text)."),
+        ("attributes", TEXT, "Point attributes, as a JSON object (value encoding)."),
+        (
+            "buckets",
+            TEXT,
+            "JSON: {bounds, counts} or {scale, zero_count, positive, negative, "
+            "flags}, see docs/schema.md.",
+        ),
+        _EXEMPLARS,
+        *_METRIC_TAIL,
+    ),
+    "One data point of a histogram: ``otel_metric_histogram`` and ``otel_metric_exp_histogram``.",
+)

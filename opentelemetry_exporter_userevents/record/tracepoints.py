@@ -1,8 +1,9 @@
 # Copyright The OpenTelemetry Authors
 # SPDX-License-Identifier: Apache-2.0
 
-"""Our tracepoint names: ``<prefix>_span``, ``<prefix>_log_<class>`` and
-``<prefix>_resource``, each with its schema, in two layouts (docs/schema.md):
+"""Our tracepoint names: ``<prefix>_span``, ``<prefix>_log_<class>``,
+``<prefix>_metric_<kind>`` and ``<prefix>_resource``, each with its schema, in two layouts
+(docs/schema.md):
 
 - multi-format (Linux 6.9+): ``user_events_multi/<base>.<hex id>``, the kernel giving each
   distinct format of one name its own id;
@@ -19,11 +20,30 @@ import re
 from dataclasses import dataclass
 
 from opentelemetry_exporter_userevents.abi.format import split_multi_format_name
-from opentelemetry_exporter_userevents.record.schema import LOG, RESOURCE, SPAN, Schema
+from opentelemetry_exporter_userevents.record.schema import (
+    LOG,
+    METRIC_HISTOGRAM,
+    METRIC_NUMBER,
+    RESOURCE,
+    SPAN,
+    Schema,
+)
 
 SPAN_KIND = "span"
 LOG_KIND = "log"
 RESOURCE_KIND = "resource"
+METRIC_SUM_KIND = "metric_sum"
+METRIC_GAUGE_KIND = "metric_gauge"
+METRIC_HISTOGRAM_KIND = "metric_histogram"
+METRIC_EXP_HISTOGRAM_KIND = "metric_exp_histogram"
+METRIC_KINDS: dict[str, Schema] = {
+    METRIC_SUM_KIND: METRIC_NUMBER,
+    METRIC_GAUGE_KIND: METRIC_NUMBER,
+    METRIC_HISTOGRAM_KIND: METRIC_HISTOGRAM,
+    METRIC_EXP_HISTOGRAM_KIND: METRIC_HISTOGRAM,
+}
+"""Metric record kinds (one data point per record) and their schemas; each kind's
+tracepoint is ``<prefix>_<kind>``."""
 
 SEVERITY_CLASSES = ("trace", "debug", "info", "warn", "error", "fatal")
 """Log tracepoints, one per class of four severity numbers (1-4 trace, ..., 21-24 fatal)."""
@@ -48,6 +68,12 @@ def resource_tracepoint(prefix: str) -> str:
     return f"{prefix}_resource"
 
 
+def metric_tracepoint(prefix: str, kind: str) -> str:
+    """``<prefix>_metric_sum``, ``<prefix>_metric_gauge``, ``<prefix>_metric_histogram``
+    or ``<prefix>_metric_exp_histogram`` for a kind of METRIC_KINDS."""
+    return f"{prefix}_{kind}"
+
+
 def tracepoint_kinds(prefix: str) -> dict[str, tuple[str, Schema]]:
     """Base names of a prefix's tracepoints (no ``.<id>``), with their kind and schema."""
     kinds = {
@@ -56,6 +82,8 @@ def tracepoint_kinds(prefix: str) -> dict[str, tuple[str, Schema]]:
     }
     for severity in SEVERITY_CLASSES:
         kinds[log_tracepoint(prefix, severity)] = (LOG_KIND, LOG)
+    for kind, schema in METRIC_KINDS.items():
+        kinds[metric_tracepoint(prefix, kind)] = (kind, schema)
     return kinds
 
 
@@ -82,7 +110,7 @@ class TracepointName:
 
     prefix: str
     kind: str
-    """``span``, ``log`` or ``resource``."""
+    """``span``, ``log``, ``resource`` or a metric kind (METRIC_KINDS)."""
     schema: Schema
     """The schema of this kind (the format file says which version it is)."""
     base: str
@@ -93,9 +121,11 @@ class TracepointName:
 
 _VERSIONED = re.compile(r"^(?P<base>.+)_(?P<version>[0-9a-f]{8})$")
 _PREFIX = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_SUFFIXES = [("_span", SPAN_KIND, SPAN), ("_resource", RESOURCE_KIND, RESOURCE)] + [
-    (f"_log_{severity}", LOG_KIND, LOG) for severity in SEVERITY_CLASSES
-]
+_SUFFIXES = (
+    [("_span", SPAN_KIND, SPAN), ("_resource", RESOURCE_KIND, RESOURCE)]
+    + [(f"_log_{severity}", LOG_KIND, LOG) for severity in SEVERITY_CLASSES]
+    + [(f"_{kind}", kind, schema) for kind, schema in METRIC_KINDS.items()]
+)
 
 
 def parse_tracepoint(tracepoint: str) -> TracepointName | None:
