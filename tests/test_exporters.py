@@ -80,3 +80,24 @@ def test_records_for_a_tracepoint_that_failed_to_register_are_counted(tmp_path, 
     assert spans.stats.dropped_unregistered == 2
     assert logs.stats.dropped_unregistered == 25
     assert any("cannot register" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize(
+    ("argument", "variable", "expected"),
+    [
+        (None, None, True),
+        (None, "false", False),
+        (None, " TRUE ", True),
+        (False, "true", False),  # the argument wins
+        ("false", None, False),  # a configuration file may pass the text
+        (None, "no", True),  # neither true nor false: warned, default kept
+    ],
+)
+def test_multi_format_setting(monkeypatch, caplog, argument, variable, expected):
+    if variable is None:
+        monkeypatch.delenv("OTEL_EXPORTER_USER_EVENTS_MULTI_FORMAT", raising=False)
+    else:
+        monkeypatch.setenv("OTEL_EXPORTER_USER_EVENTS_MULTI_FORMAT", variable)
+    config = ExporterConfig.from_arguments(multi_format=argument)
+    assert config.multi_format is expected
+    assert ("neither true nor false" in caplog.text) == (variable == "no")

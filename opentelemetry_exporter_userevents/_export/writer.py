@@ -13,7 +13,10 @@ from dataclasses import dataclass, fields
 
 from opentelemetry_exporter_userevents import _forksafe
 from opentelemetry_exporter_userevents.abi.errors import UserEventsError
-from opentelemetry_exporter_userevents.abi.uapi import USER_EVENT_REG_MULTI_FORMAT
+from opentelemetry_exporter_userevents.abi.uapi import (
+    USER_EVENT_REG_MULTI_FORMAT,
+    USER_EVENTS_SYSTEM,
+)
 from opentelemetry_exporter_userevents.abi.user_events import Registration, UserEventsData
 from opentelemetry_exporter_userevents.record.schema import Schema
 from opentelemetry_exporter_userevents.record.tracepoints import commands
@@ -98,7 +101,26 @@ class EventWriter:
                     multi if multi_format else single, flags, single_format_command=single
                 )
             except UserEventsError as exc:
-                _logger.warning("user_events: cannot register %s; it is disabled", exc)
+                _logger.warning(
+                    "user_events: cannot register %s%s; its records are dropped and counted "
+                    "in dropped_unregistered",
+                    exc,
+                    self._holder(exc),
+                )
+
+    def _holder(self, error: UserEventsError) -> str:
+        """For a single-format name another program holds with other fields (EADDRINUSE),
+        that program's format as tracefs shows it; else nothing."""
+        tracefs = self._data.tracefs
+        if error.errno != errno.EADDRINUSE or tracefs is None:
+            return ""
+        name = error.command.split(" ", 1)[0]
+        try:
+            fmt = tracefs.read_format(USER_EVENTS_SYSTEM, name)
+        except (OSError, ValueError):
+            return f" (user_events/{name} is held by another program's format)"
+        fields = "; ".join(f"{f.type} {f.name}" for f in fmt.fields)
+        return f" (user_events/{name} is held by another program's format: {fields})"
 
     @property
     def available(self) -> bool:
