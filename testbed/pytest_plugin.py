@@ -66,12 +66,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "kernel: needs a kernel with CONFIG_USER_EVENTS (native or qemu test bed)"
-    )
-    config.addinivalue_line(
-        "markers", "multi_format: needs USER_EVENT_REG_MULTI_FORMAT; skipped on kernels without"
-    )
+    known = {line.split(":", 1)[0].strip() for line in config.getini("markers")}
+    for marker, text in (
+        ("kernel", "needs a kernel with CONFIG_USER_EVENTS (native or qemu test bed)"),
+        ("multi_format", "needs USER_EVENT_REG_MULTI_FORMAT; skipped on kernels without it"),
+    ):
+        if marker not in known:  # for projects (and nested test runs) without them
+            config.addinivalue_line("markers", f"{marker}: {text}")
     images = config.getoption("kernel_image")
     if images is None:
         images = [p for p in os.environ.get(guest.KERNEL_ENV, "").split(os.pathsep) if p]
