@@ -25,6 +25,7 @@ from opentelemetry_exporter_userevents.abi.tracefs import (
     check_user_events,
     find_tracefs,
 )
+from opentelemetry_exporter_userevents.abi.uapi import USER_EVENTS_MULTI_SYSTEM
 from opentelemetry_exporter_userevents.environment_variables import (
     OTEL_EXPORTER_USER_EVENTS_PREFIX,
     OTEL_EXPORTER_USER_EVENTS_TRACEFS,
@@ -38,6 +39,12 @@ from opentelemetry_exporter_userevents.reader.outputs import (
 )
 from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.reader.trace_reader import TraceReader, our_tracepoints
+from opentelemetry_exporter_userevents.record.tracepoints import (
+    ANY_PREFIX,
+    DEFAULT_PREFIX,
+    format_version,
+    parse_tracepoint,
+)
 
 POLL_INTERVAL = 0.2
 PROGRESS_INTERVAL = 2.0
@@ -58,46 +65,80 @@ def _tracefs(args: argparse.Namespace) -> Tracefs:
     return find_tracefs(args.tracefs or os.environ.get(OTEL_EXPORTER_USER_EVENTS_TRACEFS))
 
 
+def _prefixes(args: argparse.Namespace, every_by_default: bool = False) -> list[str]:
+    """The prefixes given after the subcommand, else the global one (or, for ``status``,
+    every prefix)."""
+    if args.prefixes:
+        return list(args.prefixes)
+    if args.prefix is None:
+        return [ANY_PREFIX] if every_by_default else [DEFAULT_PREFIX]
+    return [args.prefix]
+
+
 def status(args: argparse.Namespace, out: TextIO) -> int:
-    """Our tracepoints, their format versions, and who listens to each."""
+    """Our tracepoints by prefix, each with its layout, schema version and listeners."""
     tracefs = _tracefs(args)
     check_user_events(tracefs)
     try:
         users = _status_users(tracefs.status())
     except PermissionError:
         raise TracefsError(f"permission denied reading {tracefs.path}: run as root") from None
-    decoder = RecordDecoder(args.prefix)
+    prefixes = _prefixes(args, every_by_default=True)
+    decoder = RecordDecoder(prefixes)
     instances = tracefs.instances()
     out.write(f"tracefs: {tracefs.path}\n")
     found = our_tracepoints(tracefs, decoder)
+    by_prefix: dict[str, list[tuple[str, str, str]]] = {}
     for system, name, kind in found:
-        try:
-            fmt = tracefs.read_format(system, name)
-            known = decoder.kind_of(name)
-            if known is None:
-                continue
-            schema = known[1]
-            schema.unpacker(fmt)
-            version = f"id {fmt.id}, {len(fmt.fields)} fields, {schema.name} schema"
-        except ValueError as error:
-            version = f"not our schema ({error})"
-        except OSError:
-            version = "gone"
-        listeners = [u for u in users.get(name, ()) if u != "ftrace"]
-        for where in [None, *instances]:
-            try:
-                state = _read(os.path.join(tracefs.event_dir(system, name, where), "enable"))
-            except OSError:
-                continue
-            if state.strip().startswith("1"):
-                listeners.append(f"ftrace ({'instance ' + where if where else 'global'})")
-        if "ftrace" in users.get(name, ()) and not any("ftrace" in x for x in listeners):
-            listeners.append("ftrace")
-        out.write(f"{system}/{name}: {kind}, {version}\n")
-        out.write(f"  listeners: {', '.join(listeners) if listeners else 'none'}\n")
+        parsed = parse_tracepoint(name)
+        by_prefix.setdefault(parsed.prefix if parsed else "?", []).append((system, name, kind))
+    for prefix in sorted(by_prefix):
+        out.write(f"prefix {prefix}:\n")
+        for system, name, kind in by_prefix[prefix]:
+            out.write(f"  {system}/{name}: {kind}, {_describe(tracefs, system, name, decoder)}\n")
+            listeners = _listeners(tracefs, system, name, users.get(name, []), instances)
+            out.write(f"    listeners: {', '.join(listeners) if listeners else 'none'}\n")
     if not found:
-        out.write(f"no {args.prefix}_* tracepoints are registered\n")
+        wanted = "any prefix" if ANY_PREFIX in prefixes else ", ".join(prefixes)
+        out.write(f"no tracepoints of ours are registered ({wanted})\n")
     return 0
+
+
+def _describe(tracefs: Tracefs, system: str, name: str, decoder: RecordDecoder) -> str:
+    """The layout and the schema version of one tracepoint, from its format file."""
+    layout = "multi-format" if system == USER_EVENTS_MULTI_SYSTEM else "single-format"
+    try:
+        fmt = tracefs.read_format(system, name)
+    except (OSError, ValueError):
+        return f"{layout}, gone"
+    known = decoder.kind_of(name)
+    version = format_version(fmt)
+    if known is None:
+        return f"{layout}, schema {version}, not ours"
+    schema = known[1]
+    try:
+        schema.unpacker(fmt)
+    except ValueError as error:
+        return f"{layout}, schema {version}, not our schema ({error})"
+    release = "this release's" if version == schema.version else "another release's"
+    return f"{layout}, schema {version} ({release}), id {fmt.id}, {len(fmt.fields)} fields"
+
+
+def _listeners(
+    tracefs: Tracefs, system: str, name: str, users: list[str], instances: list[str]
+) -> list[str]:
+    """Who listens: perf and eBPF from user_events_status, ftrace per buffer."""
+    listeners = [u for u in users if u != "ftrace"]
+    for where in [None, *instances]:
+        try:
+            state = _read(os.path.join(tracefs.event_dir(system, name, where), "enable"))
+        except OSError:
+            continue
+        if state.strip().startswith("1"):
+            listeners.append(f"ftrace ({'instance ' + where if where else 'global'})")
+    if "ftrace" in users and not any("ftrace" in x for x in listeners):
+        listeners.append("ftrace")
+    return listeners
 
 
 def _read(path: str) -> str:
@@ -124,7 +165,7 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     else:
         output = OtlpJsonOutput(out)
     reader = TraceReader(
-        _tracefs(args), args.prefix, args.filter, args.buffer_size_kb, args.rescan_interval
+        _tracefs(args), _prefixes(args), args.filter, args.buffer_size_kb, args.rescan_interval
     )
     rebuilder = Rebuilder(resource_wait=args.resource_wait)
     previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGTERM, signal.SIGHUP)}
@@ -147,7 +188,7 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 if deadline is not None and now >= deadline:
                     break
                 if (args.progress or err.isatty()) and now >= next_progress:
-                    err.write(_summary(reader, rebuilder, output, now - started, "") + "\n")
+                    err.write(_summary(reader, rebuilder, output, started, "") + "\n")
                     err.flush()
                     next_progress = now + PROGRESS_INTERVAL
                 if not records:
@@ -167,23 +208,31 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         output.close()
     if reader.cleanup_error:
         err.write(f"otel-userevents: {reader.cleanup_error}\n")
-    err.write(_summary(reader, rebuilder, output, time.monotonic() - started, stop_reason) + "\n")
+    err.write(_summary(reader, rebuilder, output, started, stop_reason) + "\n")
     err.flush()
     return 0
 
 
 def _summary(
-    reader: TraceReader, rebuilder: Rebuilder, output: Output, elapsed: float, stop: str
+    reader: TraceReader, rebuilder: Rebuilder, output: Output, started: float, stop: str
 ) -> str:
+    elapsed = time.monotonic() - started
     decoded = reader.decoder.stats
     rebuilt = rebuilder.stats
     rate = decoded.records / elapsed if elapsed > 0 else 0.0
+    lost = f"lost {reader.lost}"
+    if reader.first_loss is not None and reader.last_loss is not None:
+        first, last = reader.first_loss - started, reader.last_loss - started
+        lost += f" (behind its writers, seen from {first:.1f} s to {last:.1f} s)"
     parts = [
         f"{decoded.records} records in {elapsed:.1f} s ({rate:.0f}/s)",
-        f"lost {reader.lost}",
+        lost,
         f"{rebuilt.spans} spans and {rebuilt.logs} logs rebuilt",
         f"{rebuilt.resources} resources",
     ]
+    if rebuilt.services:
+        services = sorted(rebuilt.services.items(), key=lambda item: (-item[1], item[0]))
+        parts.append("from " + ", ".join(f"{name} ({count})" for name, count in services))
     for label, count in (
         ("metric points rebuilt", rebuilt.metric_points),
         ("without resource", rebuilt.without_resource),
@@ -208,12 +257,21 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--tracefs", help="tracefs mount point (default: found in /proc/mounts)")
     top.add_argument(
         "--prefix",
-        default=os.environ.get(OTEL_EXPORTER_USER_EVENTS_PREFIX, "otel"),
-        help="tracepoint name prefix the exporters use (default: otel)",
+        default=os.environ.get(OTEL_EXPORTER_USER_EVENTS_PREFIX),
+        help="tracepoint name prefix the exporters use (default: $OTEL_EXPORTER_USER_EVENTS_PREFIX"
+        " or otel; status: every prefix)",
     )
     commands = top.add_subparsers(dest="command", required=True)
-    commands.add_parser("status", help="registered tracepoints, versions and listeners")
+    stat = commands.add_parser("status", help="registered tracepoints, versions and listeners")
     rec = commands.add_parser("record", help="record spans and logs")
+    for sub in (stat, rec):
+        sub.add_argument(
+            "--prefix",
+            dest="prefixes",
+            action="append",
+            help="a service's tracepoint prefix; give it once per service, or '*' for every "
+            "prefix whose tracepoints match our schemas (those appear within a rescan)",
+        )
     rec.add_argument("--duration", type=float, help="seconds to record (default: until Ctrl-C)")
     rec.add_argument("--output", "-o", help="write here instead of stdout")
     rec.add_argument("--format", choices=("otlp-json", "tree"), default="otlp-json")

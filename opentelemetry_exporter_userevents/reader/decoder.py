@@ -12,13 +12,14 @@ it live pages, and tests and benchmarks feed it captured ones.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from opentelemetry_exporter_userevents.abi.format import EventFormat
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageError, PageLayout, parse_page
 from opentelemetry_exporter_userevents.record.schema import Schema
-from opentelemetry_exporter_userevents.record.tracepoints import base_name, tracepoint_kinds
+from opentelemetry_exporter_userevents.record.tracepoints import ANY_PREFIX, parse_tracepoint
 from opentelemetry_exporter_userevents.record.unpack import RecordUnpacker
 
 
@@ -60,15 +61,23 @@ class _Tracepoint:
 class RecordDecoder:
     """Decodes pages of a buffer holding our tracepoints' records."""
 
-    def __init__(self, prefix: str = "otel", layout: PageLayout | None = None) -> None:
+    def __init__(
+        self, prefix: str | Sequence[str] = "otel", layout: PageLayout | None = None
+    ) -> None:
+        """``prefix``: one prefix or several; ``*`` stands for every prefix."""
         self.layout = layout or PageLayout()
         self.stats = DecoderStats()
-        self._kinds = tracepoint_kinds(prefix)
+        self.prefixes = (prefix,) if isinstance(prefix, str) else tuple(prefix)
+        self.every_prefix = ANY_PREFIX in self.prefixes
         self._by_id: dict[int, _Tracepoint] = {}
 
     def kind_of(self, tracepoint: str) -> tuple[str, Schema] | None:
-        """(kind, schema) if ``tracepoint`` has one of our names, else None."""
-        return self._kinds.get(base_name(tracepoint))
+        """(kind, schema) if ``tracepoint`` has one of our names with a prefix this decoder
+        reads, else None. The format still has to match (:meth:`add` checks it)."""
+        parsed = parse_tracepoint(tracepoint)
+        if parsed is None or not (self.every_prefix or parsed.prefix in self.prefixes):
+            return None
+        return parsed.kind, parsed.schema
 
     def add(self, fmt: EventFormat) -> str:
         """Decode records of event ``fmt.id`` with ``fmt`` from now on; return the kind.

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry._logs import LogRecord, SeverityNumber
@@ -56,6 +56,7 @@ from opentelemetry_exporter_userevents.record.tracepoints import (
     METRIC_KINDS,
     RESOURCE_KIND,
     SPAN_KIND,
+    parse_tracepoint,
 )
 
 Telemetry = ReadableSpan | ReadableLogRecord | MetricPoint
@@ -76,6 +77,9 @@ class RebuildStats:
     """Records released with an empty resource: theirs never arrived."""
     invalid: int = 0
     """Records whose texts did not decode (skipped)."""
+    services: dict[str, int] = field(default_factory=dict)
+    """Records rebuilt per service (``service.name`` of their resource, else the
+    tracepoint prefix they came from)."""
 
 
 def sdk_value(value: Any) -> Any:
@@ -187,6 +191,11 @@ class Rebuilder:
             return
         if record.values["truncated"]:
             self.stats.truncated += 1
+        service = resource.attributes.get("service.name")
+        if not isinstance(service, str):
+            parsed = parse_tracepoint(record.tracepoint)
+            service = f"prefix {parsed.prefix}" if parsed is not None else "unknown"
+        self.stats.services[service] = self.stats.services.get(service, 0) + 1
 
     def scope(self, text: str) -> InstrumentationScope | None:
         """The scope of a record's ``scope`` JSON, one object per distinct text."""

@@ -19,6 +19,7 @@ import itertools
 import os
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
@@ -31,7 +32,8 @@ from opentelemetry_exporter_userevents.abi.tracefs import (
 )
 from opentelemetry_exporter_userevents.abi.uapi import USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM
 from opentelemetry_exporter_userevents.reader.decoder import RecordDecoder, TraceRecord
-from opentelemetry_exporter_userevents.record.tracepoints import RESOURCE_KIND
+from opentelemetry_exporter_userevents.reader.tracepoint_holder import TracepointHolder
+from opentelemetry_exporter_userevents.record.tracepoints import ANY_PREFIX, RESOURCE_KIND
 
 INSTANCE_PREFIX = "otel-userevents."
 _INSTANCE = re.compile(rf"^{re.escape(INSTANCE_PREFIX)}(\d+)\.(\d+)\.\d+$")
@@ -90,21 +92,33 @@ class TraceReader:
     def __init__(
         self,
         tracefs: Tracefs | None = None,
-        prefix: str = "otel",
+        prefix: str | Sequence[str] = "otel",
         filter: str | None = None,  # noqa: A002 - the tracefs file's name
         buffer_size_kb: int | None = None,
         rescan_interval: float = 0.5,
+        hold: bool = True,
     ) -> None:
+        """``prefix``: the exporters' prefix, or several; ``*`` records every prefix whose
+        tracepoints match our schemas (found by rescans). ``hold``: register the named
+        prefixes' tracepoints at start (:mod:`.tracepoint_holder`), so an app's records are
+        seen from its first one."""
         self.tracefs = tracefs or find_tracefs()
-        self.prefix = prefix
+        self.prefixes = (prefix,) if isinstance(prefix, str) else tuple(prefix)
+        self.prefix = self.prefixes[0]
+        self.hold = hold
+        self.holder: TracepointHolder | None = None
         self.filter = filter
         self.buffer_size_kb = buffer_size_kb
         self.rescan_interval = rescan_interval
         pid = os.getpid()
         self.instance = f"{INSTANCE_PREFIX}{pid}.{_process_start(pid) or 0}.{next(_instances_made)}"
-        self.decoder = RecordDecoder(prefix)
+        self.decoder = RecordDecoder(self.prefixes)
         self.lost = 0
         """Records the kernel lost (overwritten or dropped), from the per-CPU ``stats``."""
+        self.first_loss: float | None = None
+        self.last_loss: float | None = None
+        """When (``time.monotonic()``) a read first and last found that records had been
+        lost: the reader fell behind its writers between those reads and the ones before."""
         self.filter_rejected: dict[str, str] = {}
         """Tracepoints the kernel would not take the filter for (not enabled): reasons."""
         self.incompatible: dict[str, str] = {}
@@ -136,6 +150,9 @@ class TraceReader:
             self.decoder.layout = PageLayout.from_header_page(
                 self.tracefs.header_page(), self.tracefs.sub_buffer_size(self.instance)
             )
+            if self.hold:
+                self.holder = TracepointHolder(self.tracefs)
+                self.holder.hold(p for p in self.prefixes if p != ANY_PREFIX)
             for cpu in self.tracefs.cpus(self.instance):
                 path = self.tracefs.trace_pipe_raw(self.instance, cpu)
                 self._cpus.append(_Cpu(cpu, os.open(path, os.O_RDONLY | os.O_NONBLOCK)))
@@ -146,7 +163,8 @@ class TraceReader:
         return self
 
     def close(self) -> None:
-        """Disable our tracepoints and remove the instance. Idempotent."""
+        """Disable our tracepoints, remove the instance, and let go of the tracepoints the
+        reader held. Idempotent."""
         if self._closed or not self._started:
             self._closed = True
             return
@@ -165,6 +183,8 @@ class TraceReader:
             pass
         except OSError as error:  # EBUSY: someone holds one of its files open
             self.cleanup_error = f"could not remove instance {self.instance}: {error}"
+        if self.holder is not None:
+            self.holder.close()
 
     def __enter__(self) -> TraceReader:
         return self.start()
@@ -300,3 +320,6 @@ class TraceReader:
             if lost > cpu.lost_seen:
                 self.lost += lost - cpu.lost_seen
                 cpu.lost_seen = lost
+                now = time.monotonic()
+                self.first_loss = self.first_loss or now
+                self.last_loss = now

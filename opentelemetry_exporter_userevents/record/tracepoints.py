@@ -16,10 +16,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 
-from opentelemetry_exporter_userevents.abi.format import split_multi_format_name
+from opentelemetry_exporter_userevents.abi.format import EventFormat, split_multi_format_name
 from opentelemetry_exporter_userevents.record.schema import (
     LOG,
     METRIC_HISTOGRAM,
@@ -29,6 +30,10 @@ from opentelemetry_exporter_userevents.record.schema import (
     Schema,
 )
 
+DEFAULT_PREFIX = "otel"
+"""The exporters' prefix unless configured."""
+ANY_PREFIX = "*"
+"""A reader's prefix that stands for every prefix whose tracepoints match our schemas."""
 SPAN_KIND = "span"
 LOG_KIND = "log"
 RESOURCE_KIND = "resource"
@@ -143,3 +148,22 @@ def parse_tracepoint(tracepoint: str) -> TracepointName | None:
             if name.endswith(suffix) and _PREFIX.match(prefix):
                 return TracepointName(prefix, kind, schema, name, version)
     return None
+
+
+def field_list_of(fmt: EventFormat) -> str:
+    """The field list a ``format`` file shows, spelled as a registration command spells it
+    (``char trace_id[32]`` -> ``char[32] trace_id``), so it can be compared with
+    :attr:`Schema.field_list`."""
+    spelled = []
+    for field in fmt.fields:
+        kind = field.type
+        if field.is_array:
+            loc = kind.startswith(("__rel_loc ", "__data_loc "))
+            kind = f"{kind}[]" if loc else f"{kind}[{field.size}]"
+        spelled.append(f"{kind} {field.name}")
+    return "; ".join(spelled)
+
+
+def format_version(fmt: EventFormat) -> str:
+    """The schema version of the fields a ``format`` file shows (see Schema.version)."""
+    return hashlib.blake2b(field_list_of(fmt).encode(), digest_size=4).hexdigest()

@@ -41,9 +41,9 @@ from opentelemetry_exporter_userevents.reader import ReaderError, TraceReader, c
 from opentelemetry_exporter_userevents.reader.outputs import OtlpJsonOutput
 from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.reader.trace_reader import INSTANCE_PREFIX
-from opentelemetry_exporter_userevents.record import schema, tracepoints
-from tests.support.app_tracepoints import register_as_exporter
+from opentelemetry_exporter_userevents.record import schema
 from tests.support.kernel_support import drop_privileges, in_child, wait_until
+from tests.support.otlp import flatten
 from tests.support.span_fixtures import make_spans
 
 pytestmark = pytest.mark.kernel
@@ -62,20 +62,6 @@ VALUES = {
     "unicode": "żółć 🚀",
     "nul": "a\x00b",
 }
-
-
-@pytest.fixture
-def registered(prefix):
-    """Our tracepoints, registered before the reader starts, as a running app would have
-    them (the reader enables them at start; the writers' first records are then seen)."""
-    data = UserEventsData()
-    for kind in ("span", "resource", *(f"log_{c}" for c in tracepoints.SEVERITY_CLASSES)):
-        base = (
-            schema.SPAN if kind == "span" else schema.RESOURCE if kind == "resource" else schema.LOG
-        )
-        register_as_exporter(data, f"{prefix}_{kind}", base)
-    yield data
-    data.close()
 
 
 class Pipe:
@@ -173,33 +159,6 @@ def _app(prefix: str, ready: Pipe | None = None, go: Pipe | None = None) -> dict
     }
 
 
-def _flatten(requests: list[dict], kind: str) -> dict[str, str]:
-    """Each span or log of OTLP/JSON requests, with its resource and scope, by a key
-    independent of how the requests were batched."""
-    resources_key, scopes_key, items_key = {
-        "spans": ("resourceSpans", "scopeSpans", "spans"),
-        "logs": ("resourceLogs", "scopeLogs", "logRecords"),
-    }[kind]
-    flat = {}
-    for request in requests:
-        for resource in request.get(resources_key, ()):
-            for scope in resource.get(scopes_key, ()):
-                for item in scope.get(items_key, ()):
-                    whole = {
-                        "resource": resource["resource"],
-                        "resourceSchemaUrl": resource.get("schemaUrl"),
-                        "scope": scope.get("scope"),
-                        "scopeSchemaUrl": scope.get("schemaUrl"),
-                        "item": item,
-                    }
-                    text = json.dumps(whole, sort_keys=True)
-                    key = item.get("spanId", "") + item.get("observedTimeUnixNano", "")
-                    key += json.dumps(item.get("body"), sort_keys=True)
-                    assert key not in flat
-                    flat[key] = text
-    return flat
-
-
 def _read_all(reader: TraceReader, rebuilder: Rebuilder, until, timeout: float = 60.0):
     """Read until ``until(items)`` holds; return the rebuilt items."""
     items: list = []
@@ -231,7 +190,9 @@ def _run_app_with_reader_after(tracefs, prefix) -> tuple[TraceReader, dict]:
     ready.receive()
     reader = TraceReader(tracefs, prefix, rescan_interval=0.1).start()
     try:
-        assert len(reader.tracepoints) == 8  # span, resource and six log classes
+        kinds = sorted(reader.tracepoints.values())
+        assert kinds.count("span") >= 1 and kinds.count("resource") >= 1
+        assert kinds.count("log") >= 6  # every severity class
         go.send()
         chunks = [out.receive(timeout=180)]
         while not chunks[-1].endswith(b"\n"):
@@ -245,10 +206,9 @@ def _run_app_with_reader_after(tracefs, prefix) -> tuple[TraceReader, dict]:
 
 @pytest.mark.parametrize("reader_starts", ["before the app", "after the app"])
 def test_reader_rebuilds_a_two_process_trace_and_logs_as_the_apps_own_otlp_json(
-    tracefs, prefix, reader_starts, request
+    tracefs, prefix, reader_starts
 ):
     if reader_starts == "before the app":
-        request.getfixturevalue("registered")
         reader = TraceReader(tracefs, prefix, rescan_interval=0.1).start()
         try:
             result = in_child(lambda: _app(prefix), timeout=180)
@@ -263,11 +223,11 @@ def test_reader_rebuilds_a_two_process_trace_and_logs_as_the_apps_own_otlp_json(
         reader.close()
 
     got_spans, got_logs = _requests(items)
-    want_spans = _flatten(result["spans"], "spans")
-    want_logs = _flatten(result["logs"], "logs")
+    want_spans = flatten(result["spans"], "spans")
+    want_logs = flatten(result["logs"], "logs")
     assert len(want_spans) == 2 and len(want_logs) == 26
-    assert _flatten(got_spans, "spans") == want_spans
-    assert _flatten(got_logs, "logs") == want_logs
+    assert flatten(got_spans, "spans") == want_spans
+    assert flatten(got_logs, "logs") == want_logs
     assert reader.lost == 0 and reader.decoder.stats.undecodable == 0
     assert not any(name.startswith(INSTANCE_PREFIX) for name in tracefs.instances())
 
@@ -284,7 +244,7 @@ def _write_spans(prefix: str, count: int, **span_options) -> dict:
     return exporter.stats.snapshot()
 
 
-def test_reported_loss_equals_the_real_loss_with_a_tiny_buffer(tracefs, prefix, registered):
+def test_reported_loss_equals_the_real_loss_with_a_tiny_buffer(tracefs, prefix):
     with TraceReader(tracefs, prefix, buffer_size_kb=8) as reader:
         reader.scan()
         written = in_child(lambda: _write_spans(prefix, 400))["written"]
@@ -299,7 +259,7 @@ def test_reported_loss_equals_the_real_loss_with_a_tiny_buffer(tracefs, prefix, 
     assert numbers == sorted(numbers) and numbers[-1] == 399  # the newest survive
 
 
-def test_two_readers_at_once_each_get_every_record(tracefs, prefix, registered):
+def test_two_readers_at_once_each_get_every_record(tracefs, prefix):
     with TraceReader(tracefs, prefix) as first, TraceReader(tracefs, prefix) as second:
         assert first.instance != second.instance
         in_child(lambda: _write_spans(prefix, 30))
@@ -315,7 +275,7 @@ def test_two_readers_at_once_each_get_every_record(tracefs, prefix, registered):
 
 
 def test_kernel_filter_keeps_only_matching_spans_and_skips_tracepoints_without_the_field(
-    tracefs, prefix, registered
+    tracefs, prefix
 ):
     with TraceReader(tracefs, prefix, filter="status_code == 2") as reader:
         assert any(name.startswith(f"{prefix}_log_info") for name in reader.filter_rejected)
@@ -333,7 +293,8 @@ def test_kernel_filter_keeps_only_matching_spans_and_skips_tracepoints_without_t
 
 def test_new_format_version_appearing_mid_stream_is_picked_up_by_its_offsets(tracefs, prefix):
     data = UserEventsData()
-    with TraceReader(tracefs, prefix, rescan_interval=0) as reader:
+    # hold=False: the reader finds versions as they appear, rather than holding them
+    with TraceReader(tracefs, prefix, rescan_interval=0, hold=False) as reader:
         assert reader.tracepoints == {}
         # A future schema: one more field, placed first, so every known field moves.
         command = (
@@ -375,9 +336,7 @@ def _start_cli(tracefs, prefix, tmp_path, *args: str) -> subprocess.Popen:
     return process
 
 
-def test_cli_records_otlp_json_and_a_summary_and_cleans_up_on_sigint(
-    tracefs, prefix, tmp_path, registered
-):
+def test_cli_records_otlp_json_and_a_summary_and_cleans_up_on_sigint(tracefs, prefix, tmp_path):
     output = tmp_path / "out.jsonl"
     process = _start_cli(
         tracefs, prefix, tmp_path, "--output", str(output), "--rescan-interval", "0.1"
@@ -403,7 +362,7 @@ def test_cli_records_otlp_json_and_a_summary_and_cleans_up_on_sigint(
     assert _our_instances(tracefs) == []
 
 
-def test_cli_tree_view_and_status(tracefs, prefix, tmp_path, registered, kernel_has_multi_format):
+def test_cli_tree_view_and_status(tracefs, prefix, tmp_path, kernel_has_multi_format):
     output = tmp_path / "tree.txt"
     process = _start_cli(tracefs, prefix, tmp_path, "--format", "tree", "-o", str(output))
     status = _cli("--prefix", prefix, "status")
@@ -424,7 +383,7 @@ def test_cli_tree_view_and_status(tracefs, prefix, tmp_path, registered, kernel_
     assert "load" in out
 
 
-def test_cli_re_exports_through_an_installed_exporter(tracefs, prefix, tmp_path, registered):
+def test_cli_re_exports_through_an_installed_exporter(tracefs, prefix, tmp_path):
     process = _start_cli(tracefs, prefix, tmp_path, "--exporter", "console", "--duration", "6")
     in_child(lambda: _write_spans(prefix, 2))
     out, err = process.communicate(timeout=60)

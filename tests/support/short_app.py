@@ -1,0 +1,70 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""A short command-line job, as a user would run one: it sets up the exporters, writes 6
+spans and 7 logs at once, and exits. It prints, as one JSON line, the OTLP/JSON of what its
+SDK handed to the exporters, so a test can compare it with what a reader rebuilt.
+
+``python -m tests.support.short_app PREFIX SERVICE [--wait-listened]``: with
+``--wait-listened`` it first waits (up to 60 s) until something listens to its span
+tracepoint, as a long-running service would be found by a reader's rescan.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from opentelemetry._logs import SeverityNumber
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from opentelemetry_exporter_userevents import (
+    UserEventsLogExporter,
+    UserEventsLogRecordProcessor,
+    UserEventsSpanExporter,
+    UserEventsSpanProcessor,
+)
+from opentelemetry_exporter_userevents.reader import otlp_json
+
+
+def main(prefix: str, service: str, wait_listened: bool) -> dict[str, object]:
+    resource = Resource({"service.name": service, "service.version": "1.0"})
+    spans, logs = InMemorySpanExporter(), InMemoryLogRecordExporter()
+    span_exporter = UserEventsSpanExporter(prefix=prefix)
+    tracer_provider = TracerProvider(resource=resource)
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+    tracer_provider.add_span_processor(UserEventsSpanProcessor(span_exporter))
+    logger_provider = LoggerProvider(resource=resource)
+    logger_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
+    logger_provider.add_log_record_processor(
+        UserEventsLogRecordProcessor(UserEventsLogExporter(prefix=prefix))
+    )
+    if wait_listened:
+        deadline = time.monotonic() + 60
+        while not span_exporter.enabled and time.monotonic() < deadline:
+            time.sleep(0.05)
+    tracer = tracer_provider.get_tracer(f"{service}.job", "1.0")
+    logger = logger_provider.get_logger(f"{service}.job")
+    with tracer.start_as_current_span("job", attributes={"job.items": 5}):
+        for number in range(5):
+            with tracer.start_as_current_span(f"item {number}", attributes={"n": number}):
+                logger.emit(severity_number=SeverityNumber.INFO, body=f"item {number} done")
+        logger.emit(severity_number=SeverityNumber.WARN, body="one item was slow")
+        logger.emit(severity_number=SeverityNumber.ERROR, body={"failed": 0, "ok": 5})
+    tracer_provider.shutdown()
+    logger_provider.shutdown()
+    return {
+        "spans": otlp_json.spans_request(spans.get_finished_spans()),
+        "logs": otlp_json.logs_request(logs.get_finished_logs()),
+    }
+
+
+if __name__ == "__main__":
+    result = main(sys.argv[1], sys.argv[2], "--wait-listened" in sys.argv[3:])
+    sys.stdout.write(json.dumps(result) + "\n")
