@@ -5,6 +5,10 @@
 a remote parent's context reaches children and outgoing headers through the real W3C
 propagator; once listened, spans are recorded in full by the SDK."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import TracerProvider
@@ -107,3 +111,29 @@ def test_listened_spans_are_recorded_in_full_with_the_remote_parent(setup):
 def test_wrapping_requires_the_user_events_sampler():
     with pytest.raises(TypeError):
         UserEventsTracerProvider(TracerProvider())
+
+
+SHOW_PROVIDER = """
+from opentelemetry import trace
+from opentelemetry_exporter_userevents.configurator import UserEventsConfigurator
+UserEventsConfigurator().configure()
+provider = trace.get_tracer_provider()
+span = provider.get_tracer("t").start_span("s")
+print(type(provider).__name__, provider.sampler.get_description(), span is trace.INVALID_SPAN)
+"""
+
+
+def test_configurator_installs_it_with_the_user_events_sampler(tmp_path):
+    env = dict(
+        os.environ,
+        OTEL_EXPORTER_USER_EVENTS_TRACEFS=str(tmp_path),
+        OTEL_TRACES_SAMPLER="user_events",
+        OTEL_TRACES_EXPORTER="none",
+        OTEL_METRICS_EXPORTER="none",
+        OTEL_LOGS_EXPORTER="none",
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", SHOW_PROVIDER], env=env, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert (out[0], out[2]) == ("UserEventsTracerProvider", "True")
+    assert out[1].startswith("UserEventsSampler{ParentBased")
