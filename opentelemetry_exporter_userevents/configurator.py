@@ -36,6 +36,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from opentelemetry_exporter_userevents.lean_tracer import UserEventsTracerProvider
 from opentelemetry_exporter_userevents.log_exporter import UserEventsLogExporter
+from opentelemetry_exporter_userevents.logging_handler import UserEventsLoggingHandler
 from opentelemetry_exporter_userevents.metric_exporter import (
     UserEventsMetricExporter,
     UserEventsMetricReader,
@@ -66,7 +67,7 @@ class UserEventsConfigurator(_OTelSDKConfigurator):
             with user_events_metric_readers():
                 configure_file(config_file)
             return
-        with user_events_metric_readers(), lean_tracer_provider():
+        with user_events_metric_readers(), lean_tracer_provider(), lean_logging_handler():
             _initialize_components(**with_processors(kwargs))
 
 
@@ -183,6 +184,28 @@ def _plugin_settings(exporter: Any) -> dict[str, Any] | None:
 def _not_sdk(kind: type) -> None:
     _logger.warning("user_events: the global provider is no SDK %s; processors not added",
                     kind.__name__)  # fmt: skip
+
+
+@contextlib.contextmanager
+def lean_logging_handler() -> Iterator[None]:
+    """While configuring: the logging handler the SDK installs when
+    ``OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED=true`` becomes
+    :class:`UserEventsLoggingHandler` when every processor of its provider is a
+    :class:`UserEventsLogRecordProcessor` (with another exporter, records must still be built)."""
+    sdk_handler = getattr(sdk_configuration, "LoggingHandler")  # noqa: B009
+
+    def make_handler(level: int = logging.NOTSET, logger_provider: Any = None) -> Any:
+        multi = getattr(logger_provider, "_multi_log_record_processor", None)
+        processors = list(getattr(multi, "_log_record_processors", None) or [None])
+        if all(isinstance(p, UserEventsLogRecordProcessor) for p in processors):
+            return UserEventsLoggingHandler(processors[0].exporter, level, logger_provider)
+        return sdk_handler(level=level, logger_provider=logger_provider)
+
+    setattr(sdk_configuration, "LoggingHandler", make_handler)  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(sdk_configuration, "LoggingHandler", sdk_handler)  # noqa: B010
 
 
 @contextlib.contextmanager

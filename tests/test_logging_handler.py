@@ -5,6 +5,9 @@
 unheard; listened, the record equals the SDK LoggingHandler's field by field."""
 
 import logging
+import os
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -70,3 +73,33 @@ def test_listened_record_equals_the_sdk_handlers(tmp_path):
     assert a.body == "boom 3" and a.attributes["custom"] == "c"
     assert mine.instrumentation_scope == theirs.instrumentation_scope
     assert mine.resource == theirs.resource
+
+
+SHOW_HANDLERS = """
+import logging
+from opentelemetry_exporter_userevents.configurator import UserEventsConfigurator
+UserEventsConfigurator().configure()
+print(*sorted(type(h).__name__ for h in logging.getLogger().handlers))
+"""
+
+
+@pytest.mark.parametrize(
+    ("exporters", "expected"),
+    [("user_events", "UserEventsLoggingHandler"), ("user_events,console", "LoggingHandler")],
+)
+def test_configurator_installs_it_when_every_log_exporter_is_user_events(
+    tmp_path, exporters, expected
+):
+    env = dict(
+        os.environ,
+        OTEL_EXPORTER_USER_EVENTS_TRACEFS=str(tmp_path),
+        OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED="true",
+        OTEL_TRACES_EXPORTER="none",
+        OTEL_METRICS_EXPORTER="none",
+        OTEL_LOGS_EXPORTER=exporters,
+    )
+    out = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", SHOW_HANDLERS],
+        env=env, capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert out == [expected]
