@@ -19,6 +19,7 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry._logs import NoOpLoggerProvider, SeverityNumber
@@ -58,6 +59,7 @@ from opentelemetry_exporter_userevents import (
 )
 from opentelemetry_exporter_userevents.abi import Registration
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs
+from opentelemetry_exporter_userevents.lean_tracer import UserEventsTracerProvider
 
 ATTRIBUTES = {
     "http.request.method": "GET",
@@ -82,7 +84,7 @@ LABELS = {
         "d": "SDK + user_events, ftrace listening",
         "e": "SDK + OTLP protobuf encoding",
         "f": "SDK + ConsoleSpanExporter to /dev/null",
-        "g": "SDK + sampler and user_events, nobody listening",
+        "g": "UserEventsTracerProvider (sampler) and user_events, nobody listening",
         "g_off": "SDK + ALWAYS_OFF sampler (any sampler's floor)",
     },
     "logs": {
@@ -215,7 +217,11 @@ def span_setup(key: str) -> Setup:
         return Setup(key, span_workload(trace.NoOpTracerProvider().get_tracer("checkout")))
     prefix = f"{PREFIX}_{key}"
     sampler = UserEventsSampler(prefix=prefix) if key == "g" else None
-    provider = TracerProvider(resource=RESOURCE, sampler=ALWAYS_OFF if key == "g_off" else sampler)
+    provider: Any = TracerProvider(
+        resource=RESOURCE, sampler=ALWAYS_OFF if key == "g_off" else sampler
+    )
+    if sampler is not None:  # what OTEL_TRACES_SAMPLER=user_events installs
+        provider = UserEventsTracerProvider(provider)
     setup = Setup(key, span_workload(provider.get_tracer("checkout", "1.0.0")))
     setup.closers.append(provider.shutdown)
     if sampler is not None:

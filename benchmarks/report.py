@@ -79,7 +79,7 @@ def targets(results: dict[str, Any]) -> list[Target]:
         found.append(Target("Encode and write when listened, as a share of OTLP encoding",
                             signal, "guest", share, 0.2, "(d - b) / (e - b)"))  # fmt: skip
     found.append(Target("Traced request with the sampler, nobody listening, vs NoOp", "spans",
-                        "host", _ratio(host, "spans", "g", "a"), 1.5, "g / a",
+                        "host", _ratio(host, "spans", "g", "a"), 1.25, "g / a",
                         _ratio(host, "spans", "g_off", "a"), times=True))  # fmt: skip
     return found
 

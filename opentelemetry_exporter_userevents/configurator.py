@@ -34,7 +34,9 @@ from opentelemetry.sdk.environment_variables import OTEL_CONFIG_FILE
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
+from opentelemetry_exporter_userevents.lean_tracer import UserEventsTracerProvider
 from opentelemetry_exporter_userevents.log_exporter import UserEventsLogExporter
+from opentelemetry_exporter_userevents.logging_handler import UserEventsLoggingHandler
 from opentelemetry_exporter_userevents.metric_exporter import (
     UserEventsMetricExporter,
     UserEventsMetricReader,
@@ -43,6 +45,7 @@ from opentelemetry_exporter_userevents.processors import (
     UserEventsLogRecordProcessor,
     UserEventsSpanProcessor,
 )
+from opentelemetry_exporter_userevents.sampler import UserEventsSampler
 from opentelemetry_exporter_userevents.span_exporter import UserEventsSpanExporter
 
 _logger = logging.getLogger(__name__)
@@ -64,7 +67,7 @@ class UserEventsConfigurator(_OTelSDKConfigurator):
             with user_events_metric_readers():
                 configure_file(config_file)
             return
-        with user_events_metric_readers():
+        with user_events_metric_readers(), lean_tracer_provider(), lean_logging_handler():
             _initialize_components(**with_processors(kwargs))
 
 
@@ -181,6 +184,47 @@ def _plugin_settings(exporter: Any) -> dict[str, Any] | None:
 def _not_sdk(kind: type) -> None:
     _logger.warning("user_events: the global provider is no SDK %s; processors not added",
                     kind.__name__)  # fmt: skip
+
+
+@contextlib.contextmanager
+def lean_logging_handler() -> Iterator[None]:
+    """While configuring: the logging handler the SDK installs when
+    ``OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED=true`` becomes
+    :class:`UserEventsLoggingHandler` when every processor of its provider is a
+    :class:`UserEventsLogRecordProcessor` (with another exporter, records must still be built)."""
+    sdk_handler = getattr(sdk_configuration, "LoggingHandler")  # noqa: B009
+
+    def make_handler(level: int = logging.NOTSET, logger_provider: Any = None) -> Any:
+        multi = getattr(logger_provider, "_multi_log_record_processor", None)
+        processors = list(getattr(multi, "_log_record_processors", None) or [None])
+        if all(isinstance(p, UserEventsLogRecordProcessor) for p in processors):
+            return UserEventsLoggingHandler(processors[0].exporter, level, logger_provider)
+        return sdk_handler(level=level, logger_provider=logger_provider)
+
+    setattr(sdk_configuration, "LoggingHandler", make_handler)  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(sdk_configuration, "LoggingHandler", sdk_handler)  # noqa: B010
+
+
+@contextlib.contextmanager
+def lean_tracer_provider() -> Iterator[None]:
+    """While configuring: an SDK tracer provider whose sampler is a
+    :class:`UserEventsSampler` (``OTEL_TRACES_SAMPLER=user_events``) is installed wrapped in
+    :class:`UserEventsTracerProvider`, which starts no span at all while nobody listens."""
+    set_provider = getattr(sdk_configuration, "set_tracer_provider")  # noqa: B009
+
+    def set_lean_provider(provider: trace.TracerProvider) -> None:
+        if isinstance(provider, TracerProvider) and isinstance(provider.sampler, UserEventsSampler):
+            provider = UserEventsTracerProvider(provider)
+        set_provider(provider)
+
+    setattr(sdk_configuration, "set_tracer_provider", set_lean_provider)  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(sdk_configuration, "set_tracer_provider", set_provider)  # noqa: B010
 
 
 @contextlib.contextmanager

@@ -60,3 +60,39 @@ def test_sampler_drops_while_detached_and_records_from_the_first_span_after(
     assert len(lines) == 2 and "name=attached-0 " in lines[0]
     assert '"url.path":"/cart/4"' in lines[0] and '"name":"cart loaded"' in lines[0]
     assert "trace_flags=(1)" in lines[0] or "trace_flags=(3)" in lines[0]
+
+
+def test_lean_provider_starts_nothing_while_detached_and_records_in_full_after(
+    event_name, tracefs, attach
+):
+    from opentelemetry.trace import INVALID_SPAN  # noqa: PLC0415
+
+    from opentelemetry_exporter_userevents.lean_tracer import (  # noqa: PLC0415
+        UserEventsTracerProvider,
+    )
+
+    prefix = "l" + hashlib.blake2b(event_name.encode(), digest_size=6).hexdigest()
+    sampler = UserEventsSampler(prefix=prefix)
+    exporter = UserEventsSpanExporter(prefix=prefix)
+    memory = InMemorySpanExporter()
+    provider = UserEventsTracerProvider(sampler=sampler)
+    provider.add_span_processor(UserEventsSpanProcessor(exporter))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("checkout")
+    try:
+        with tracer.start_as_current_span("detached") as span:
+            detached_span = span
+        seen_detached = len(memory.get_finished_spans())
+        attach(exporter.registration)
+        attached = [request(tracer, f"attached-{i}") for i in range(2)]
+        lines = attach.lines(exporter.registration)
+    finally:
+        provider.shutdown()
+        sampler.close()
+
+    assert detached_span is INVALID_SPAN and seen_detached == 0
+    assert attached == [True, True]
+    assert [span.name for span in memory.get_finished_spans()] == ["attached-0", "attached-1"]
+    assert len(lines) == 2 and "name=attached-0 " in lines[0]
+    assert '"url.path":"/cart/4"' in lines[0] and '"name":"cart loaded"' in lines[0]
+    assert '"items":4' in lines[0]

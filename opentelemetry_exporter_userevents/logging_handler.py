@@ -1,0 +1,58 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""A ``logging.Handler`` that reads the enable bit of the record's severity class first.
+
+The SDK's ``LoggingHandler`` builds an OpenTelemetry ``LogRecord`` (attributes, timestamps,
+body, context) for every ``logging`` call that reaches it, before any processor can see
+that nobody listens. :class:`UserEventsLoggingHandler` overrides ``handle`` (so not even
+the handler lock is taken) and returns at once while no tracer listens to the record's
+severity class. Listened, it is the SDK's handler: the record is the one the SDK builds.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+from opentelemetry._logs import LoggerProvider as APILoggerProvider
+from opentelemetry.sdk._logs import LoggingHandler
+from opentelemetry.sdk._logs._internal import std_to_otel
+
+from opentelemetry_exporter_userevents.abi.user_events import enable_word
+from opentelemetry_exporter_userevents.log_exporter import UserEventsLogExporter
+
+__all__ = ["UserEventsLoggingHandler"]
+
+
+class UserEventsLoggingHandler(LoggingHandler):
+    """The SDK's ``LoggingHandler``, skipped while the record's severity class is unheard.
+
+    ``exporter`` gives the enable bits (severity classes); it must be the exporter of the
+    provider's user_events processor (or one with the same prefix and settings).
+    """
+
+    def __init__(
+        self,
+        exporter: UserEventsLogExporter,
+        level: int = logging.NOTSET,
+        logger_provider: APILoggerProvider | None = None,
+    ) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            super().__init__(level=level, logger_provider=logger_provider)
+        self.exporter = exporter
+        self._enable = [enable_word(exporter.registration_for(n)) for n in range(25)]
+        # (words, index) by logging level number, filled on first use of each level.
+        self._by_level: dict[int, tuple[memoryview, int]] = {}
+
+    def handle(self, record: logging.LogRecord) -> bool:
+        try:
+            words, index = self._by_level[record.levelno]
+        except KeyError:
+            words, index = self._by_level.setdefault(
+                record.levelno, self._enable[std_to_otel(record.levelno).value]
+            )
+        if not words[index]:
+            return False
+        return bool(super().handle(record))
