@@ -11,7 +11,9 @@ In code, prefer the processors, which check the enable bit before anything else:
 """
 
 from opentelemetry_exporter_userevents._export.writer import ExportStats
+from opentelemetry_exporter_userevents.lean_tracer import UserEventsTracerProvider
 from opentelemetry_exporter_userevents.log_exporter import UserEventsLogExporter
+from opentelemetry_exporter_userevents.logging_handler import UserEventsLoggingHandler
 from opentelemetry_exporter_userevents.metric_exporter import (
     UserEventsMetricExporter,
     UserEventsMetricReader,
@@ -28,10 +30,12 @@ __all__ = [
     "ExportStats",
     "UserEventsLogExporter",
     "UserEventsLogRecordProcessor",
+    "UserEventsLoggingHandler",
     "UserEventsMetricExporter",
     "UserEventsMetricReader",
     "UserEventsSampler",
     "UserEventsSpanExporter",
     "UserEventsSpanProcessor",
+    "UserEventsTracerProvider",
     "__version__",
 ]
