@@ -1,6 +1,7 @@
 # Copyright The OpenTelemetry Authors
 # SPDX-License-Identifier: Apache-2.0
 
+import errno
 import hashlib
 import os
 import re
@@ -97,8 +98,9 @@ class Listener:
         for system, name in self.attached:
             try:
                 self.tracefs.set_enabled(system, name, False, self.instance)
-            except FileNotFoundError:
-                pass
+            except OSError as error:  # the event was deleted (ENOENT, or ENODEV mid-delete)
+                if error.errno not in (errno.ENOENT, errno.ENODEV):
+                    raise
         os.rmdir(os.path.join(self.tracefs.path, "instances", self.instance))
 
 

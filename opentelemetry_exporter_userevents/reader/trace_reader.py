@@ -33,7 +33,11 @@ from opentelemetry_exporter_userevents.abi.tracefs import (
 from opentelemetry_exporter_userevents.abi.uapi import USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM
 from opentelemetry_exporter_userevents.reader.decoder import RecordDecoder, TraceRecord
 from opentelemetry_exporter_userevents.reader.tracepoint_holder import TracepointHolder
-from opentelemetry_exporter_userevents.record.tracepoints import ANY_PREFIX, RESOURCE_KIND
+from opentelemetry_exporter_userevents.record.tracepoints import (
+    ANY_PREFIX,
+    RESOURCE_KIND,
+    SPAN_KIND,
+)
 
 INSTANCE_PREFIX = "otel-userevents."
 _INSTANCE = re.compile(rf"^{re.escape(INSTANCE_PREFIX)}(\d+)\.(\d+)\.\d+$")
@@ -216,10 +220,11 @@ class TraceReader:
     # --- discovery ------------------------------------------------------------------
 
     def scan(self) -> list[str]:
-        """Enable tracepoints that appeared since the last scan (resource ones first);
-        return their names."""
+        """Enable tracepoints that appeared since the last scan (resource ones first, span
+        ones last: an app that waits until its spans are listened to finds the rest listened
+        too); return their names."""
         found = our_tracepoints(self.tracefs, self.decoder)
-        found.sort(key=lambda item: item[2] != RESOURCE_KIND)
+        found.sort(key=lambda item: (item[2] != RESOURCE_KIND, item[2] == SPAN_KIND))
         added = []
         for system, name, kind in found:
             try:

@@ -151,7 +151,7 @@ def test_every_prefix_whose_tracepoints_match_our_schemas(tracefs, prefix, tmp_p
     assert wait_until(
         lambda: sum(f'"service-{n}"' in output.read_text() for n in range(2)) == 2, 30
     ), (mine, output.read_text()[-2000:])
-    assert wait_until(lambda: _items(output) >= 26, 30)
+    assert wait_until(lambda: _items(output) >= 26, 30), output.read_text()[-3000:]
     err = _stop(reader)
 
     got_spans, _ = _requests(output)

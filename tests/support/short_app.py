@@ -42,12 +42,13 @@ def main(prefix: str, service: str, wait_listened: bool) -> dict[str, object]:
     tracer_provider.add_span_processor(UserEventsSpanProcessor(span_exporter))
     logger_provider = LoggerProvider(resource=resource)
     logger_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
-    logger_provider.add_log_record_processor(
-        UserEventsLogRecordProcessor(UserEventsLogExporter(prefix=prefix))
-    )
-    if wait_listened:
+    log_exporter = UserEventsLogExporter(prefix=prefix)
+    logger_provider.add_log_record_processor(UserEventsLogRecordProcessor(log_exporter))
+    if wait_listened:  # every tracepoint it writes to: a rescan may find them one by one
         deadline = time.monotonic() + 60
-        while not span_exporter.enabled and time.monotonic() < deadline:
+        while time.monotonic() < deadline and not (
+            span_exporter.enabled and all(log_exporter.enabled_for(n) for n in (9, 13, 17))
+        ):
             time.sleep(0.05)
     tracer = tracer_provider.get_tracer(f"{service}.job", "1.0")
     logger = logger_provider.get_logger(f"{service}.job")
