@@ -81,7 +81,7 @@ def measure(path: Path, repeat: int) -> dict[str, float]:
     captured = json.loads(path.read_text())
     pages = [bytes.fromhex(p) for p in captured["pages"]]
     decoder = RecordDecoder("bench")
-    for text in captured["formats"]:
+    for _system, text in captured["formats"]:
         decoder.add(parse_format(text))
     best = dict.fromkeys(("decode", "rebuild", "otlp_json", "tree"), float("inf"))
     records: list = []

@@ -65,8 +65,12 @@ class Tracefs:
         return os.path.join(root, "events", system, name)
 
     def read_format(self, system: str, name: str) -> EventFormat:
+        return parse_format(self.format_text(system, name))
+
+    def format_text(self, system: str, name: str) -> str:
+        """An event's ``format`` file, as text (what capture files carry)."""
         with open(os.path.join(self.event_dir(system, name), "format"), encoding="utf-8") as f:
-            return parse_format(f.read())
+            return f.read()
 
     def event_id(self, system: str, name: str) -> int:
         with open(os.path.join(self.event_dir(system, name), "id"), encoding="ascii") as f:
@@ -187,6 +191,19 @@ class Tracefs:
         """``events/header_page``: the layout of a ring-buffer sub-buffer."""
         with open(os.path.join(self.path, "events", "header_page"), encoding="ascii") as f:
             return f.read()
+
+    def header_event(self) -> str:
+        """``events/header_event``: the ring buffer's event header (capture files carry it)."""
+        with open(os.path.join(self.path, "events", "header_event"), encoding="ascii") as f:
+            return f.read()
+
+    def saved_cmdlines(self) -> str:
+        """``saved_cmdlines``: pid -> command name, so tools can name writers."""
+        try:
+            with open(os.path.join(self.path, "saved_cmdlines"), encoding="utf-8") as f:
+                return f.read()
+        except OSError:
+            return ""
 
     def sub_buffer_size(self, instance: str) -> int | None:
         """The instance's sub-buffer size in bytes (``buffer_subbuf_size_kb``, Linux 6.8+);

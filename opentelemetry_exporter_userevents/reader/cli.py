@@ -6,7 +6,9 @@
 ``status`` lists our tracepoints, their format versions and who listens. ``record``
 reads them through a private tracefs instance (:mod:`.trace_reader`), rebuilds spans and
 logs (:mod:`.rebuild`) and writes them to an output (:mod:`.outputs`): OTLP/JSON lines, a
-tree view, or any installed OpenTelemetry exporter by its entry-point name.
+tree view, or any installed OpenTelemetry exporter by its entry-point name; with
+``--capture`` it keeps the pages in a trace.dat instead. ``decode`` rebuilds spans and logs
+from a trace.dat or perf.data (:mod:`.capture`), as ``record`` would have.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from opentelemetry_exporter_userevents.environment_variables import (
     OTEL_EXPORTER_USER_EVENTS_PREFIX,
     OTEL_EXPORTER_USER_EVENTS_TRACEFS,
 )
-from opentelemetry_exporter_userevents.reader.decoder import RecordDecoder
+from opentelemetry_exporter_userevents.reader.capture import TraceDatWriter, decode_file
+from opentelemetry_exporter_userevents.reader.decoder import DecoderStats, RecordDecoder
 from opentelemetry_exporter_userevents.reader.outputs import (
     ExporterOutput,
     OtlpJsonOutput,
@@ -156,17 +159,24 @@ def _status_users(text: str) -> dict[str, list[str]]:
     return users
 
 
-def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """Read until the duration ends, Ctrl-C, SIGTERM or SIGHUP; write what was rebuilt."""
+def _output(args: argparse.Namespace, out: TextIO) -> Output:
     if args.exporter:
-        output: Output = ExporterOutput(args.exporter)
-    elif args.format == "tree":
-        output = TreeOutput(out)
-    else:
-        output = OtlpJsonOutput(out)
+        return ExporterOutput(args.exporter)
+    if args.format == "tree":
+        return TreeOutput(out)
+    return OtlpJsonOutput(out)
+
+
+def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Read until the duration ends, Ctrl-C, SIGTERM or SIGHUP; write what was rebuilt (or,
+    with ``--capture``, keep the pages in a trace.dat to decode later)."""
+    tracefs = _tracefs(args)
     reader = TraceReader(
-        _tracefs(args), _prefixes(args), args.filter, args.buffer_size_kb, args.rescan_interval
+        tracefs, _prefixes(args), args.filter, args.buffer_size_kb, args.rescan_interval
     )
+    if args.capture:
+        return _capture(args, reader, tracefs, err)
+    output = _output(args, out)
     rebuilder = Rebuilder(resource_wait=args.resource_wait)
     previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGTERM, signal.SIGHUP)}
     started = time.monotonic()
@@ -213,12 +223,95 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
+def _capture(args: argparse.Namespace, reader: TraceReader, tracefs: Tracefs, err: TextIO) -> int:
+    """``record --capture FILE``: pages and format files to a trace.dat, no decoding (so
+    a burst is kept whole however slow decoding would be); ``decode`` rebuilds it later."""
+    previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+    started = time.monotonic()
+    stop_reason = "duration"
+    writer: TraceDatWriter | None = None
+    try:
+        reader.start()
+        writer = TraceDatWriter(
+            args.capture,
+            reader.decoder.layout.page_size,
+            tracefs.header_page(),
+            tracefs.header_event(),
+        )
+        if args.ready_file:
+            with open(args.ready_file, "w") as f:
+                f.write(reader.instance)
+        deadline = started + args.duration if args.duration else None
+        while True:
+            try:
+                pages = reader.capture()
+                for cpu, page in pages:
+                    writer.add_page(cpu, page)
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
+                if not pages:
+                    time.sleep(POLL_INTERVAL)
+            except KeyboardInterrupt:
+                stop_reason = "interrupted"
+                break
+            except _Stop as signalled:
+                stop_reason = str(signalled)
+                break
+        for cpu, page in reader.read_cpu_pages():
+            writer.add_page(cpu, page)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if writer is not None:
+            for system, text in reader.formats():
+                writer.add_format(system, text)
+            writer.close(tracefs.saved_cmdlines())
+        reader.close()
+    kept = writer.pages if writer else 0
+    err.write(
+        f"otel-userevents: stopped ({stop_reason}): {kept} pages "
+        f"({kept * reader.decoder.layout.page_size / 1048576:.1f} MiB) of "
+        f"{len(reader.tracepoints)} tracepoints captured to {args.capture} "
+        f"(trace.dat v6), lost {reader.lost}; rebuild with: otel-userevents decode "
+        f"{args.capture}\n"
+    )
+    return 0
+
+
+def decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Rebuild what a trace.dat or perf.data holds, as ``record`` would have written it."""
+    started = time.monotonic()
+    decoded = decode_file(args.file, _prefixes(args, every_by_default=True))
+    for name, reason in decoded.incompatible.items():
+        err.write(f"otel-userevents: not decoding {name}: {reason}\n")
+    for note in decoded.notes:
+        err.write(f"otel-userevents: {note}\n")
+    output = _output(args, out)
+    rebuilder = Rebuilder(resource_wait=float("inf"))  # the whole file is there: no waiting
+    try:
+        output.write(rebuilder.add(decoded.records))
+        output.write(rebuilder.flush())
+    finally:
+        output.close()
+    stats = decoded.decoder.stats
+    elapsed = time.monotonic() - started
+    head = f"otel-userevents: {args.file} ({decoded.kind}): "
+    parts = [
+        f"{stats.records} records of {len(decoded.tracepoints)} tracepoints in {elapsed:.1f} s",
+        f"{stats.pages_with_missed_events} pages after lost events",
+        *_rebuilt(rebuilder, stats, output),
+    ]
+    err.write(head + ", ".join(parts) + "\n")
+    if not decoded.tracepoints:
+        err.write("otel-userevents: the file holds no tracepoints of ours (see --prefix)\n")
+    return 0
+
+
 def _summary(
     reader: TraceReader, rebuilder: Rebuilder, output: Output, started: float, stop: str
 ) -> str:
     elapsed = time.monotonic() - started
     decoded = reader.decoder.stats
-    rebuilt = rebuilder.stats
     rate = decoded.records / elapsed if elapsed > 0 else 0.0
     lost = f"lost {reader.lost}"
     if reader.first_loss is not None and reader.last_loss is not None:
@@ -227,6 +320,16 @@ def _summary(
     parts = [
         f"{decoded.records} records in {elapsed:.1f} s ({rate:.0f}/s)",
         lost,
+        *_rebuilt(rebuilder, decoded, output),
+    ]
+    head = "otel-userevents: " + ("stopped (" + stop + "): " if stop else "")
+    return head + ", ".join(parts)
+
+
+def _rebuilt(rebuilder: Rebuilder, decoded: DecoderStats, output: Output) -> list[str]:
+    """What was rebuilt, from whom, and every count of what was not."""
+    rebuilt = rebuilder.stats
+    parts = [
         f"{rebuilt.spans} spans and {rebuilt.logs} logs rebuilt",
         f"{rebuilt.resources} resources",
     ]
@@ -245,8 +348,7 @@ def _summary(
     ):
         if count:
             parts.append(f"{count} {label}")
-    head = "otel-userevents: " + ("stopped (" + stop + "): " if stop else "")
-    return head + ", ".join(parts)
+    return parts
 
 
 def parser() -> argparse.ArgumentParser:
@@ -273,20 +375,34 @@ def parser() -> argparse.ArgumentParser:
             "prefix whose tracepoints match our schemas (those appear within a rescan)",
         )
     rec.add_argument("--duration", type=float, help="seconds to record (default: until Ctrl-C)")
-    rec.add_argument("--output", "-o", help="write here instead of stdout")
-    rec.add_argument("--format", choices=("otlp-json", "tree"), default="otlp-json")
     rec.add_argument(
         "--filter",
         help="kernel event filter for span and log tracepoints, e.g. 'status_code == 2' or "
         "'duration_ns > 1000000'; tracepoints without those fields are not recorded",
     )
     rec.add_argument(
-        "--exporter", help="re-export through this OpenTelemetry exporter, e.g. otlp, console"
+        "--capture",
+        metavar="FILE",
+        help="keep the raw pages and format files in FILE (trace.dat v6, which trace-cmd "
+        "report reads too) instead of decoding; rebuild later with 'decode FILE'",
     )
     rec.add_argument("--buffer-size-kb", type=int, help="per-CPU ring buffer size (KiB)")
     rec.add_argument(
         "--progress", action="store_true", help="a progress line every 2 s (always on a terminal)"
     )
+    dec = commands.add_parser(
+        "decode", help="rebuild spans and logs from a trace.dat (trace-cmd) or perf.data"
+    )
+    dec.add_argument("file", help="trace.dat (version 6) or perf.data")
+    dec.add_argument(
+        "--prefix", dest="prefixes", action="append", help="only these prefixes (default: all)"
+    )
+    for sub in (rec, dec):
+        sub.add_argument("--output", "-o", help="write here instead of stdout")
+        sub.add_argument("--format", choices=("otlp-json", "tree"), default="otlp-json")
+        sub.add_argument(
+            "--exporter", help="re-export through this OpenTelemetry exporter, e.g. otlp, console"
+        )
     rec.add_argument("--rescan-interval", type=float, default=0.5, help=argparse.SUPPRESS)
     rec.add_argument("--resource-wait", type=float, default=11.0, help=argparse.SUPPRESS)
     rec.add_argument("--ready-file", help=argparse.SUPPRESS)
@@ -298,11 +414,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "status":
             return status(args, sys.stdout)
+        command = decode if args.command == "decode" else record
         if args.output:
             with open(args.output, "w", encoding="utf-8") as out:
-                return record(args, out, sys.stderr)
-        return record(args, sys.stdout, sys.stderr)
-    except (TracefsError, ValueError, ImportError) as error:
+                return command(args, out, sys.stderr)
+        return command(args, sys.stdout, sys.stderr)
+    except (TracefsError, ValueError, ImportError, OSError) as error:
         sys.stderr.write(f"otel-userevents: {error}\n")
         return 2
 

@@ -119,6 +119,26 @@ class RecordDecoder:
             out.append(TraceRecord(timestamp, tracepoint.kind, tracepoint.name, pid, values))
         stats.records += len(out) - before
 
+    def decode_record(
+        self, timestamp: int, record: bytes | memoryview, out: list[TraceRecord]
+    ) -> bool:
+        """Append one record taken outside a page (a perf sample's raw data); False, and
+        counted, if it is not one of ours or does not decode."""
+        stats = self.stats
+        tracepoint = self._by_id.get(record[0] | (record[1] << 8)) if len(record) >= 8 else None
+        if tracepoint is None:
+            stats.undecodable += 1
+            return False
+        try:
+            values = tracepoint.unpacker.unpack(record)
+        except ValueError:
+            stats.undecodable += 1
+            return False
+        pid = _PID(record, 4)[0]
+        out.append(TraceRecord(timestamp, tracepoint.kind, tracepoint.name, pid, values))
+        stats.records += 1
+        return True
+
     def decode_pages(self, pages: list[bytes]) -> list[TraceRecord]:
         """The records of captured pages, in page order."""
         records: list[TraceRecord] = []

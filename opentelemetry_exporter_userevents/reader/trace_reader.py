@@ -22,6 +22,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from opentelemetry_exporter_userevents.abi.format import parse_format
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
 from opentelemetry_exporter_userevents.abi.tracefs import (
     Tracefs,
@@ -57,6 +58,7 @@ class _Enabled:
     name: str
     kind: str
     event_id: int
+    format_text: str
 
 
 @dataclass
@@ -243,7 +245,8 @@ class TraceReader:
         if name in self.incompatible or name in self.filter_rejected:
             return False
         try:
-            fmt = self.tracefs.read_format(system, name)
+            text = self.tracefs.format_text(system, name)
+            fmt = parse_format(text)
             self.decoder.add(fmt)
         except OSError:
             return False
@@ -262,7 +265,7 @@ class TraceReader:
             self.tracefs.set_enabled(system, name, True, self.instance)
         except OSError:
             return False
-        self._enabled[(system, name)] = _Enabled(system, name, kind, fmt.id)
+        self._enabled[(system, name)] = _Enabled(system, name, kind, fmt.id, text)
         return True
 
     @property
@@ -285,8 +288,12 @@ class TraceReader:
         return records
 
     def read_pages(self) -> list[bytes]:
-        """The raw sub-buffers available now, CPU by CPU (for :meth:`read`, and to capture
-        pages for offline decoding); updates :attr:`lost`."""
+        """The raw sub-buffers available now, CPU by CPU; updates :attr:`lost`."""
+        return [page for _, page in self.read_cpu_pages()]
+
+    def read_cpu_pages(self) -> list[tuple[int, bytes]]:
+        """(cpu, sub-buffer) for every page available now, CPU by CPU (for :meth:`read`,
+        and to capture pages for offline decoding); updates :attr:`lost`."""
         pages = []
         page_size = self.decoder.layout.page_size
         for cpu in self._cpus:
@@ -299,21 +306,22 @@ class TraceReader:
                     continue
                 if not page:
                     break
-                pages.append(page)
+                pages.append((cpu.number, page))
         self._count_lost()
         return pages
 
-    def formats(self) -> list[str]:
-        """The ``format`` files of the enabled tracepoints (to decode captured pages)."""
-        texts = []
-        for enabled in self._enabled.values():
-            path = os.path.join(self.tracefs.event_dir(enabled.system, enabled.name), "format")
-            try:
-                with open(path, encoding="utf-8") as f:
-                    texts.append(f.read())
-            except OSError:
-                continue
-        return texts
+    def capture(self) -> list[tuple[int, bytes]]:
+        """Like :meth:`read_cpu_pages`, and rescan when due (``record --capture``: pages are
+        kept, not decoded, so the reader keeps up with bursts)."""
+        pages = self.read_cpu_pages()
+        if time.monotonic() >= self._next_scan:
+            self.scan()
+        return pages
+
+    def formats(self) -> list[tuple[str, str]]:
+        """(system, ``format`` file text) of every tracepoint enabled so far, as it was when
+        enabled (to decode captured pages, even after the tracepoint is gone)."""
+        return [(t.system, t.format_text) for t in self._enabled.values()]
 
     def _count_lost(self) -> None:
         for cpu in self._cpus:

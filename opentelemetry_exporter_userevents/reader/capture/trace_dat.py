@@ -1,0 +1,166 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""trace-cmd's ``trace.dat``, version 6: read what ``trace-cmd record`` wrote, and write a
+file ``trace-cmd report`` reads.
+
+Version 6 (trace-cmd's default, ``trace-cmd.dat.v6(5)``): the tracing data block
+(:mod:`.tracing_data`), the number of CPUs, options (``id:u16 size:u32 data``, ending with
+id 0), then ``flyrecord`` and one (offset, size) per CPU, each CPU's ring-buffer pages
+copied as the kernel wrote them, page-aligned. Version 7 (sections, compression) is
+refused with a clear error: ``trace-cmd record --file-version 6`` writes version 6. Only
+the top-level buffer is read; instance buffers (``-B``, option 3) are counted, not read.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+from opentelemetry_exporter_userevents.reader.capture.tracing_data import (
+    CaptureError,
+    Cursor,
+    TracingData,
+    read_headers_and_formats,
+    read_preamble,
+    write_tracing_data,
+)
+
+VERSION = "6"
+OPTION_BUFFER = 3
+"""A trace-cmd instance buffer (``record -B``): data elsewhere, not read here."""
+_OPTIONS = b"options  \0"
+_FLYRECORD = b"flyrecord\0"
+_LATENCY = b"latency  \0"
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+
+
+@dataclass
+class TraceDat:
+    """A version 6 file: its tracing data and where each CPU's pages are."""
+
+    tracing: TracingData
+    cpu_data: list[tuple[int, int]]
+    """(offset, size) of each CPU's pages, clipped to the file."""
+    data: memoryview
+    instance_buffers: list[str] = field(default_factory=list)
+    """Names of trace-cmd instance buffers in the file (not read)."""
+    cut_short: int = 0
+    """Bytes of CPU data the header announces beyond the end of the file."""
+
+    def pages(self) -> Iterator[tuple[int, memoryview]]:
+        """(cpu, page) for every whole page, CPU by CPU, in the order the kernel filled them."""
+        page_size = self.tracing.page_size
+        for cpu, (offset, size) in enumerate(self.cpu_data):
+            for start in range(offset, offset + size - page_size + 1, page_size):
+                yield cpu, self.data[start : start + page_size]
+
+
+def read_trace_dat(data: bytes | memoryview) -> TraceDat:
+    """Parse a trace.dat held in memory (or mapped); raises :class:`CaptureError`."""
+    cursor = Cursor(data, what="trace.dat")
+    version, long_size, page_size = read_preamble(cursor)
+    if version != VERSION:
+        raise CaptureError(
+            f"trace.dat version {version} is not supported (version 6 is: record with "
+            "'trace-cmd record --file-version 6', trace-cmd's default)"
+        )
+    tracing = read_headers_and_formats(cursor, version, long_size, page_size)
+    cpus = cursor.u32("CPU count")
+    if cpus > 4096:
+        raise CaptureError(f"trace.dat: {cpus} CPUs")
+    buffers: list[str] = []
+    label = bytes(cursor.take(10, "section label"))
+    while label == _OPTIONS:
+        while (option := cursor.u16("option id")) != 0:
+            body = Cursor(cursor.take(cursor.u32("option size"), f"option {option}"))
+            if option == OPTION_BUFFER:
+                body.u64("buffer offset")
+                buffers.append(body.cstring("buffer name"))
+        label = bytes(cursor.take(10, "section label"))
+    if label == _LATENCY:
+        raise CaptureError("trace.dat holds a latency trace (text), not ring-buffer pages")
+    if label != _FLYRECORD:
+        raise CaptureError(f"trace.dat: unknown section {label!r}")
+    cpu_data, cut_short = [], 0
+    for cpu in range(cpus):
+        offset, size = cursor.u64(f"CPU {cpu} offset"), cursor.u64(f"CPU {cpu} size")
+        available = max(0, min(size, len(cursor.data) - offset))
+        cut_short += size - available
+        cpu_data.append((offset if available else 0, available))
+    return TraceDat(tracing, cpu_data, cursor.data, buffers, cut_short)
+
+
+class TraceDatWriter:
+    """Writes a version 6 trace.dat from pages as they are read.
+
+    Pages are spooled per CPU in temporary files beside ``path`` (so a long capture does not
+    sit in memory); :meth:`close` writes the header, with the format files of every event
+    added, then each CPU's pages.
+    """
+
+    def __init__(self, path: str, page_size: int, header_page: str, header_event: str) -> None:
+        self.path = path
+        self.tracing = TracingData(VERSION, page_size, header_page, header_event)
+        self._spool_dir = tempfile.TemporaryDirectory(
+            prefix=".capture-", dir=os.path.dirname(os.path.abspath(path))
+        )
+        self._spools: dict[int, BinaryIO] = {}
+        self._formats: set[tuple[str, str]] = set()
+        self.pages = 0
+        self.closed = False
+
+    def add_format(self, system: str, text: str) -> None:
+        """Carry this ``format`` file (once, however often it is added)."""
+        if (system, text) not in self._formats:
+            self._formats.add((system, text))
+            self.tracing.formats.append((system, text))
+
+    def add_page(self, cpu: int, page: bytes) -> None:
+        """Append one sub-buffer of ``cpu`` (padded to the page size)."""
+        spool = self._spools.get(cpu)
+        if spool is None:
+            spool = self._spools[cpu] = open(  # noqa: SIM115 (closed in close())
+                os.path.join(self._spool_dir.name, f"cpu{cpu}"), "w+b"
+            )
+        size = self.tracing.page_size
+        spool.write(page[:size] + bytes(max(0, size - len(page))))
+        self.pages += 1
+
+    def close(self, cmdlines: str = "") -> None:
+        """Write the file (idempotent); the spools go away."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.tracing.cmdlines = cmdlines
+            page_size = self.tracing.page_size
+            cpus = max(self._spools, default=-1) + 1
+            header = bytearray(write_tracing_data(self.tracing))
+            header += _U32.pack(cpus) + _FLYRECORD
+            offset = -(-(len(header) + 16 * cpus) // page_size) * page_size
+            table = bytearray()
+            for cpu in range(cpus):
+                spool = self._spools.get(cpu)
+                size = spool.seek(0, os.SEEK_END) if spool else 0
+                table += _U64.pack(offset) + _U64.pack(size)
+                offset += size
+            header += table
+            with open(self.path, "wb") as out:
+                out.write(header)
+                out.write(bytes(-len(header) % page_size))
+                for cpu in range(cpus):
+                    spool = self._spools.get(cpu)
+                    if spool is not None:
+                        spool.seek(0)
+                        while chunk := spool.read(1 << 20):
+                            out.write(chunk)
+        finally:
+            for spool in self._spools.values():
+                spool.close()
+            self._spool_dir.cleanup()
