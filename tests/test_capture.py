@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import struct
+import zlib
 
 import pytest
+import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -42,6 +44,7 @@ from tests.support.captures import (
     format_text,
     perf_data,
     perf_sample,
+    trace_dat_v7,
     tracing_data,
 )
 from tests.support.otlp import flatten
@@ -108,11 +111,14 @@ def test_a_capture_is_a_trace_dat_v6_with_page_aligned_cpu_data(tmp_path):
     assert dat.tracing.page_size == 4096 and dat.tracing.header_page == HEADER_PAGE
     assert sorted(dat.tracing.formats) == sorted(FORMATS)
     assert dat.tracing.cmdlines == "42 app\n"
-    assert [size for _, size in dat.cpu_data] == [
+    assert [len(blob) for _, blob in dat.cpu_data] == [
         4096 * -(-len(raws) // 2),
         4096 * (len(raws) // 2),
     ]
-    assert all(offset % 4096 == 0 for offset, _ in dat.cpu_data)
+    assert all(isinstance(blob, memoryview) for _, blob in dat.cpu_data)  # no copies
+    table = data.index(b"flyrecord\0") + 10
+    offsets = [struct.unpack_from("<Q", data, table + 16 * cpu)[0] for cpu in (0, 1)]
+    assert all(offset % 4096 == 0 for offset in offsets)
     assert [bytes(p) for _, p in dat.pages()] == [
         raw for cpu in (0, 1) for c, raw in _pages(raws) if c == cpu
     ]
@@ -172,7 +178,8 @@ def test_cli_decode_refuses_what_it_cannot_read_with_a_reason(tmp_path, capsys):
     cases = {
         "empty": b"",
         "text": b"hello world, not a capture",
-        "v7": b"\x17\x08\x44tracing7\0\0\x08" + struct.pack("<I", 4096) + b"none\0" * 9,
+        "v8": b"\x17\x08\x44tracing8\0\0\x08" + struct.pack("<I", 4096) + b"none\0" * 9,
+        "lz4": b"\x17\x08\x44tracing7\0\0\x08" + struct.pack("<I", 4096) + b"lz4\0" * 9,
         "big-endian": b"\x17\x08\x44tracing6\0\x01\x08" + bytes(64),
         "pipe": b"PERFILE2" + struct.pack("<Q", 16) + bytes(64),
     }
@@ -182,7 +189,8 @@ def test_cli_decode_refuses_what_it_cannot_read_with_a_reason(tmp_path, capsys):
         assert cli.main(["decode", str(path)]) == 2, name
     err = capsys.readouterr().err
     assert "is empty" in err and "not a trace.dat (trace-cmd) or perf.data file" in err
-    assert "version 7 is not supported" in err and "--file-version 6" in err
+    assert "version 8 is not supported (6 and 7 are)" in err
+    assert "compressed with 'lz4', which is not supported" in err
     assert "big-endian" in err and "written to a pipe" in err
     assert cli.main(["decode", str(tmp_path / "missing")]) == 2
 
@@ -235,12 +243,14 @@ def _valid_files() -> list[bytes]:
     offset = len(dat) + 16
     dat += struct.pack("<QQ", offset, len(writer_pages)) + writer_pages
     perf = perf_data(FORMATS[:3], [perf_sample(raw, n) for n, raw in enumerate(raws[:3])])
-    return [dat, perf]
+    pages = {0: [raw for _, raw in _pages(raws[:3])]}
+    v7 = trace_dat_v7(FORMATS[:3], pages, "zstd", zstandard.ZstdCompressor().compress, 1)
+    return [dat, perf, v7]
 
 
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(
-    which=st.integers(0, 1),
+    which=st.integers(0, 2),
     cuts=st.lists(st.tuples(st.integers(0, 1 << 16), st.binary(max_size=8)), max_size=6),
     truncate=st.integers(0, 1 << 16),
 )
@@ -273,3 +283,38 @@ def test_a_truncated_tracing_data_says_where(version):
     data = write_tracing_data(tracing_data(FORMATS, version))
     with pytest.raises(CaptureError, match="cut short"):
         read_tracing_data(Cursor(data[:-3]))
+
+
+def _cpu_pages(raws: list[bytes]) -> dict[int, list[bytes]]:
+    by_cpu: dict[int, list[bytes]] = {}
+    for cpu, raw in _pages(raws):
+        by_cpu.setdefault(cpu, []).append(raw)
+    return by_cpu
+
+
+@pytest.mark.parametrize(
+    "compression",
+    [("zstd", lambda b: zstandard.ZstdCompressor().compress(b)), ("zlib", zlib.compress),
+     ("none", None)],
+    ids=["zstd", "zlib", "none"],
+)  # fmt: skip
+def test_trace_dat_v7_as_trace_cmd_writes_it_decodes_like_v6(tmp_path, compression):
+    name, compress = compression
+    spans, logs, raws = _records()
+    v7 = tmp_path / "v7.dat"
+    v7.write_bytes(trace_dat_v7(FORMATS, _cpu_pages(raws), name, compress))
+
+    decoded = decode_file(str(v7), ["*"])
+    assert decoded.kind == f"trace.dat v7, {name}"
+    v6 = decode_file(_capture(tmp_path, _pages(raws)), ["*"])
+    assert decoded.records == v6.records and len(decoded.records) == len(raws) - 1
+    assert list(decoded.incompatible) == ["otel_span.2"]
+
+
+def test_a_damaged_compressed_chunk_is_a_capture_error(tmp_path):
+    _, _, raws = _records()
+    data = bytearray(trace_dat_v7(FORMATS, _cpu_pages(raws), "zlib", zlib.compress))
+    chunk = data.rindex(b"\x78\x9c")  # the last zlib stream: a CPU's last chunk
+    data[chunk + 2 : chunk + 10] = bytes(8)
+    with pytest.raises(CaptureError, match="does not inflate|inflated to"):
+        decode_bytes(bytes(data), ["*"])

@@ -25,6 +25,7 @@ from opentelemetry_exporter_userevents.reader.capture.perf_data import (
     read_perf_data,
 )
 from opentelemetry_exporter_userevents.reader.capture.trace_dat import read_trace_dat
+from opentelemetry_exporter_userevents.reader.capture.trace_dat_v7 import read_trace_dat_v7
 from opentelemetry_exporter_userevents.reader.capture.tracing_data import (
     MAGIC as TRACING_MAGIC,
 )
@@ -40,7 +41,7 @@ class DecodedCapture:
     """What a capture file held that is ours, and what could not be read."""
 
     kind: str
-    """``trace.dat v6`` or ``perf.data``."""
+    """``trace.dat v6``, ``trace.dat v7, zstd`` (its compression) or ``perf.data``."""
     records: list[TraceRecord]
     decoder: RecordDecoder
     tracepoints: list[str] = field(default_factory=list)
@@ -95,8 +96,10 @@ def _decoder(tracing: TracingData, prefixes: Sequence[str], kind: str) -> Decode
 
 
 def _decode_trace_dat(data: bytes | memoryview, prefixes: Sequence[str]) -> DecodedCapture:
-    dat = read_trace_dat(data)
-    decoded = _decoder(dat.tracing, prefixes, "trace.dat v6")
+    version_7 = bytes(data[len(TRACING_MAGIC) : len(TRACING_MAGIC) + 2]) == b"7\0"
+    dat = read_trace_dat_v7(data) if version_7 else read_trace_dat(data)
+    kind = f"trace.dat v7, {dat.compression}" if version_7 else "trace.dat v6"
+    decoded = _decoder(dat.tracing, prefixes, kind)
     per_cpu: dict[int, list[TraceRecord]] = {}
     for cpu, page in dat.pages():
         decoded.decoder.decode_page(page, per_cpu.setdefault(cpu, []))

@@ -1,15 +1,16 @@
 # Copyright The OpenTelemetry Authors
 # SPDX-License-Identifier: Apache-2.0
 
-"""trace-cmd's ``trace.dat``, version 6: read what ``trace-cmd record`` wrote, and write a
-file ``trace-cmd report`` reads.
+"""trace-cmd's ``trace.dat``: read what ``trace-cmd record`` wrote (versions 6 and 7), and
+write a version 6 file ``trace-cmd report`` reads.
 
-Version 6 (trace-cmd's default, ``trace-cmd.dat.v6(5)``): the tracing data block
-(:mod:`.tracing_data`), the number of CPUs, options (``id:u16 size:u32 data``, ending with
-id 0), then ``flyrecord`` and one (offset, size) per CPU, each CPU's ring-buffer pages
-copied as the kernel wrote them, page-aligned. Version 7 (sections, compression) is
-refused with a clear error: ``trace-cmd record --file-version 6`` writes version 6. Only
-the top-level buffer is read; instance buffers (``-B``, option 3) are counted, not read.
+Version 6 (``trace-cmd.dat.v6(5)``): the tracing data block (:mod:`.tracing_data`), the
+number of CPUs, options (``id:u16 size:u32 data``, ending with id 0), then ``flyrecord``
+and one (offset, size) per CPU, each CPU's ring-buffer pages copied as the kernel wrote
+them, page-aligned. Version 7 (``trace-cmd.dat.v7(5)``, trace-cmd 3.x's default, see
+:mod:`.trace_dat_v7`) puts the same contents in sections that options point to, most of
+them compressed. Only the top-level buffer is read; instance buffers (``record -B``) are
+named, not read.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from opentelemetry_exporter_userevents.reader.capture.tracing_data import (
 
 VERSION = "6"
 OPTION_BUFFER = 3
-"""A trace-cmd instance buffer (``record -B``): data elsewhere, not read here."""
+"""A trace-cmd instance buffer (``record -B``)."""
 _OPTIONS = b"options  \0"
 _FLYRECORD = b"flyrecord\0"
 _LATENCY = b"latency  \0"
@@ -42,34 +43,33 @@ _U64 = struct.Struct("<Q")
 
 @dataclass
 class TraceDat:
-    """A version 6 file: its tracing data and where each CPU's pages are."""
+    """A trace.dat: its tracing data and each CPU's pages."""
 
     tracing: TracingData
-    cpu_data: list[tuple[int, int]]
-    """(offset, size) of each CPU's pages, clipped to the file."""
-    data: memoryview
+    cpu_data: list[tuple[int, bytes | memoryview]]
+    """(cpu, its pages back to back), clipped to the file."""
     instance_buffers: list[str] = field(default_factory=list)
     """Names of trace-cmd instance buffers in the file (not read)."""
     cut_short: int = 0
     """Bytes of CPU data the header announces beyond the end of the file."""
+    compression: str = "none"
 
     def pages(self) -> Iterator[tuple[int, memoryview]]:
         """(cpu, page) for every whole page, CPU by CPU, in the order the kernel filled them."""
         page_size = self.tracing.page_size
-        for cpu, (offset, size) in enumerate(self.cpu_data):
-            for start in range(offset, offset + size - page_size + 1, page_size):
-                yield cpu, self.data[start : start + page_size]
+        for cpu, blob in self.cpu_data:
+            view = memoryview(blob)
+            for start in range(0, len(view) - page_size + 1, page_size):
+                yield cpu, view[start : start + page_size]
 
 
 def read_trace_dat(data: bytes | memoryview) -> TraceDat:
-    """Parse a trace.dat held in memory (or mapped); raises :class:`CaptureError`."""
+    """Parse a version 6 trace.dat held in memory (or mapped); raises :class:`CaptureError`."""
     cursor = Cursor(data, what="trace.dat")
     version, long_size, page_size = read_preamble(cursor)
     if version != VERSION:
-        raise CaptureError(
-            f"trace.dat version {version} is not supported (version 6 is: record with "
-            "'trace-cmd record --file-version 6', trace-cmd's default)"
-        )
+        raise CaptureError(f"trace.dat version {version} is not supported (6 and 7 are)")
+    # (version 7 is read by trace_dat_v7.read_trace_dat_v7)
     tracing = read_headers_and_formats(cursor, version, long_size, page_size)
     cpus = cursor.u32("CPU count")
     if cpus > 4096:
@@ -87,13 +87,20 @@ def read_trace_dat(data: bytes | memoryview) -> TraceDat:
         raise CaptureError("trace.dat holds a latency trace (text), not ring-buffer pages")
     if label != _FLYRECORD:
         raise CaptureError(f"trace.dat: unknown section {label!r}")
-    cpu_data, cut_short = [], 0
+    cpu_data: list[tuple[int, bytes | memoryview]] = []
+    cut_short = 0
     for cpu in range(cpus):
         offset, size = cursor.u64(f"CPU {cpu} offset"), cursor.u64(f"CPU {cpu} size")
-        available = max(0, min(size, len(cursor.data) - offset))
-        cut_short += size - available
-        cpu_data.append((offset if available else 0, available))
-    return TraceDat(tracing, cpu_data, cursor.data, buffers, cut_short)
+        blob, missing = clip(cursor.data, offset, size)
+        cpu_data.append((cpu, blob))
+        cut_short += missing
+    return TraceDat(tracing, cpu_data, buffers, cut_short)
+
+
+def clip(data: memoryview, offset: int, size: int) -> tuple[memoryview, int]:
+    """``size`` bytes at ``offset``, or what the file has of them; (bytes, bytes missing)."""
+    available = max(0, min(size, len(data) - offset))
+    return data[offset : offset + available], size - available
 
 
 class TraceDatWriter:

@@ -109,22 +109,39 @@ def read_headers_and_formats(
     cursor: Cursor, version: str, long_size: int, page_size: int
 ) -> TracingData:
     """Everything after the preamble, up to and including ``saved_cmdlines`` (version 6)."""
+    data = read_header_info(cursor, version, long_size, page_size)
+    read_ftrace_formats(cursor, data)
+    read_event_formats(cursor, data)
+    cursor.take(cursor.u32("kallsyms size"), "kallsyms")
+    cursor.take(cursor.u32("printk formats size"), "printk formats")
+    if version.endswith("6"):  # "6" (trace.dat) and "0.6" (perf): saved_cmdlines follow
+        read_cmdlines(cursor, data)
+    return data
+
+
+def read_header_info(cursor: Cursor, version: str, long_size: int, page_size: int) -> TracingData:
+    """``header_page`` and ``header_event`` (trace.dat v7: the HEADER INFO section)."""
     cursor.expect(b"header_page\0", "header_page label")
     header_page = cursor.text(cursor.u64("header_page size"), "header_page")
     cursor.expect(b"header_event\0", "header_event label")
     header_event = cursor.text(cursor.u64("header_event size"), "header_event")
-    data = TracingData(version, page_size, header_page, header_event, long_size=long_size)
+    return TracingData(version, page_size, header_page, header_event, long_size=long_size)
+
+
+def read_ftrace_formats(cursor: Cursor, data: TracingData) -> None:
     for _ in range(cursor.u32("ftrace format count")):
         data.formats.append(("ftrace", cursor.text(cursor.u64("format size"), "ftrace format")))
+
+
+def read_event_formats(cursor: Cursor, data: TracingData) -> None:
     for _ in range(cursor.u32("system count")):
         system = cursor.cstring("system name")
         for _ in range(cursor.u32(f"{system} event count")):
             data.formats.append((system, cursor.text(cursor.u64("format size"), "format")))
-    cursor.take(cursor.u32("kallsyms size"), "kallsyms")
-    cursor.take(cursor.u32("printk formats size"), "printk formats")
-    if version.endswith("6"):  # "6" (trace.dat) and "0.6" (perf): saved_cmdlines follow
-        data.cmdlines = cursor.text(cursor.u64("cmdlines size"), "cmdlines")
-    return data
+
+
+def read_cmdlines(cursor: Cursor, data: TracingData) -> None:
+    data.cmdlines = cursor.text(cursor.u64("cmdlines size"), "cmdlines")
 
 
 def read_tracing_data(cursor: Cursor) -> TracingData:

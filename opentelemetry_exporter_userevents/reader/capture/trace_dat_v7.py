@@ -1,0 +1,152 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""trace.dat version 7 (``trace-cmd.dat.v7(5)``), what trace-cmd 3.x writes by default.
+
+After the preamble: the compression (``name\\0version\\0``; Debian's trace-cmd 3.1.6 writes
+``zstd``) and the offset of the first options section. Sections start with ``id:u16
+flags:u16 string:u32 size:u64``; flag 1 means the body is ``csize:u32 usize:u32`` and a
+compressed block. Options (``id:u16 size:u32 data``) point to the sections: 16 header
+info, 17 ftrace formats, 18 event formats, 21 cmdlines; 3 (BUFFER) describes an instance's
+flyrecord section and where each CPU's data is; 0 (DONE) gives the next options section.
+A compressed CPU's data is ``count:u32`` chunks of ``csize:u32 usize:u32 data``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from opentelemetry_exporter_userevents.reader.capture.compression import (
+    Decompressor,
+    decompressor,
+)
+from opentelemetry_exporter_userevents.reader.capture.trace_dat import TraceDat, clip
+from opentelemetry_exporter_userevents.reader.capture.tracing_data import (
+    CaptureError,
+    Cursor,
+    read_cmdlines,
+    read_event_formats,
+    read_ftrace_formats,
+    read_header_info,
+    read_preamble,
+)
+
+OPTION_DONE = 0
+OPTION_BUFFER = 3
+SECTION_BUFFER = 3
+SECTION_OPTIONS = 0
+SECTION_HEADER_INFO = 16
+SECTION_FTRACE_EVENTS = 17
+SECTION_EVENT_FORMATS = 18
+SECTION_CMDLINES = 21
+COMPRESSED = 1
+_MAX_OPTION_SECTIONS = 1024
+
+
+@dataclass
+class _Buffer:
+    offset: int
+    name: str
+    page_size: int
+    cpus: list[tuple[int, int, int]] = field(default_factory=list)
+    """(cpu, offset, size) of each CPU's data."""
+
+
+class _File:
+    def __init__(self, cursor: Cursor, inflate: Decompressor | None) -> None:
+        self.data = cursor.data
+        self.inflate = inflate
+
+    def section(self, offset: int, expected: int | None, what: str) -> tuple[int, Cursor]:
+        """(flags, body) of the section at ``offset``, its body inflated."""
+        head = Cursor(self.data, offset, f"trace.dat {what} section")
+        section_id, flags = head.u16("section id"), head.u16("section flags")
+        head.u32("section name")
+        size = head.u64("section size")
+        if expected is not None and section_id != expected:
+            raise CaptureError(f"trace.dat: section {section_id} where {what} should be")
+        body = Cursor(head.take(size, "section body"), what=f"trace.dat {what} section")
+        if flags & COMPRESSED and section_id != SECTION_BUFFER:  # its CPUs' data are chunked
+            body = Cursor(self.block(body), what=body.what)
+        return flags, body
+
+    def block(self, cursor: Cursor) -> bytes:
+        """One compressed block: ``csize:u32 usize:u32 data``."""
+        if self.inflate is None:
+            raise CaptureError(f"{cursor.what} is marked compressed in an uncompressed file")
+        compressed, size = cursor.u32("compressed size"), cursor.u32("uncompressed size")
+        return self.inflate(bytes(cursor.take(compressed, "compressed block")), size)
+
+
+def read_trace_dat_v7(data: bytes | memoryview) -> TraceDat:
+    """Parse a version 7 trace.dat held in memory (or mapped); raises :class:`CaptureError`."""
+    cursor = Cursor(data, what="trace.dat")
+    version, long_size, page_size = read_preamble(cursor)
+    if version != "7":
+        raise CaptureError(f"trace.dat version {version}, not 7")
+    compression = cursor.cstring("compression name", 64)
+    cursor.cstring("compression version", 64)
+    file = _File(cursor, decompressor(compression))
+    offsets: dict[int, int] = {}
+    buffers: list[_Buffer] = []
+    next_options = cursor.u64("first options offset")
+    seen: set[int] = set()
+    while next_options:
+        if next_options in seen or len(seen) >= _MAX_OPTION_SECTIONS:
+            raise CaptureError("trace.dat: the options sections loop")
+        seen.add(next_options)
+        _, body = file.section(next_options, SECTION_OPTIONS, "options")
+        next_options = _options(body, offsets, buffers)
+
+    def section(section_id: int, what: str) -> Cursor:
+        if section_id not in offsets:
+            raise CaptureError(f"trace.dat has no {what} section")
+        return file.section(offsets[section_id], section_id, what)[1]
+
+    tracing = read_header_info(section(SECTION_HEADER_INFO, "header info"), "7", long_size,
+                               page_size)  # fmt: skip
+    if SECTION_FTRACE_EVENTS in offsets:
+        read_ftrace_formats(section(SECTION_FTRACE_EVENTS, "ftrace formats"), tracing)
+    read_event_formats(section(SECTION_EVENT_FORMATS, "event formats"), tracing)
+    if SECTION_CMDLINES in offsets:
+        read_cmdlines(section(SECTION_CMDLINES, "cmdlines"), tracing)
+    dat = TraceDat(tracing, [], compression=compression)
+    for buffer in buffers:
+        if buffer.name:
+            dat.instance_buffers.append(buffer.name)
+            continue
+        if buffer.page_size != page_size:
+            raise CaptureError(f"trace.dat: buffer page size {buffer.page_size} != {page_size}")
+        flags, _ = file.section(buffer.offset, SECTION_BUFFER, "flyrecord")
+        for cpu, offset, size in buffer.cpus:
+            blob, missing = clip(file.data, offset, size)
+            dat.cut_short += missing
+            if flags & COMPRESSED and not missing:
+                dat.cpu_data.append((cpu, _chunks(file, Cursor(blob, what=f"CPU {cpu} data"))))
+            elif not flags & COMPRESSED:
+                dat.cpu_data.append((cpu, blob))
+    return dat
+
+
+def _options(body: Cursor, offsets: dict[int, int], buffers: list[_Buffer]) -> int:
+    """Read one options section; return the offset of the next (0: none)."""
+    while True:
+        option, size = body.u16("option id"), body.u32("option size")
+        data = Cursor(body.take(size, f"option {option}"), what=f"trace.dat option {option}")
+        if option == OPTION_DONE:
+            return data.u64("next options offset")
+        if SECTION_HEADER_INFO <= option <= SECTION_CMDLINES:
+            offsets[option] = data.u64("section offset")
+        elif option == OPTION_BUFFER:
+            buffer = _Buffer(data.u64("buffer offset"), data.cstring("buffer name"), 0)
+            data.cstring("buffer clock")
+            buffer.page_size = data.u32("buffer page size")
+            for _ in range(data.u32("buffer CPU count")):
+                cpu = data.u32("CPU id")
+                buffer.cpus.append((cpu, data.u64("CPU data offset"), data.u64("CPU data size")))
+            buffers.append(buffer)
+
+
+def _chunks(file: _File, cursor: Cursor) -> bytes:
+    """A CPU's compressed pages: ``count:u32`` blocks, inflated back to back."""
+    return b"".join(file.block(cursor) for _ in range(cursor.u32("chunk count")))
