@@ -39,24 +39,33 @@ def _bpftrace() -> str:
     return path
 
 
-def _run(bpftrace: str, program: str, while_attached, settle: float = 5.0) -> tuple[int, str, str]:
-    """Run ``program`` until it has attached (plus ``settle`` s under emulation), call
+def _run(bpftrace: str, program: str, attached, while_attached, out_path) -> tuple[int, str, str]:
+    """Run ``program`` until ``attached()`` (it has attached and printed "Attaching"), call
     ``while_attached``, then stop it as Ctrl-C does; (exit code, stdout, stderr)."""
-    process = subprocess.Popen(
-        [bpftrace, "-e", program], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        time.sleep(settle)
-        if process.poll() is None:
-            while_attached()
-            time.sleep(1)
-            process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=120)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-    return process.returncode, out, err
+    with open(out_path, "w") as out:
+        process = subprocess.Popen(
+            [bpftrace, "-B", "line", "-e", program], stdout=out, stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        try:
+            started = wait_until(
+                lambda: (
+                    process.poll() is not None
+                    or ("Attaching" in out_path.read_text() and attached())
+                ),
+                120,
+            )
+            if started and process.poll() is None:
+                time.sleep(1)
+                while_attached()
+                time.sleep(1)
+                process.send_signal(signal.SIGINT)
+            _, err = process.communicate(timeout=120)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+    return process.returncode, out_path.read_text(), err
 
 
 def _count(output: str, name: str) -> int:
@@ -88,14 +97,15 @@ def test_bpftrace_lists_our_tracepoints_but_cannot_read_their_fields(span_event,
     include.write_text(TYPES)
     program = (f'#include "{include}"\ntracepoint:user_events:{name} '
                '{ printf("%d\\n", args->status_code); }')  # fmt: skip
-    code, _, err = _run(bpftrace, program, lambda: None, settle=0)
+    failed = subprocess.run([bpftrace, "-e", program], capture_output=True, text=True, timeout=300)
+    code, err = failed.returncode, failed.stderr
     assert code != 0
     assert "unknown type name '__rel_loc'" in err
     assert "flexible array member 'trace_id'" in err
     assert "unknown type name 'u64'" not in err  # what an include file can fix, it does
 
 
-def test_a_bpf_program_on_a_user_events_tracepoint_never_runs(span_event):
+def test_a_bpf_program_on_a_user_events_tracepoint_never_runs(span_event, tmp_path):
     """It attaches and the enable bit goes to 1, yet after ten writes it has counted none;
     the same program on a kernel tracepoint counts (BPF works on this kernel)."""
     bpftrace = _bpftrace()
@@ -108,7 +118,9 @@ def test_a_bpf_program_on_a_user_events_tracepoint_never_runs(span_event):
             span_event.write(payload)
 
     program = f"tracepoint:user_events:{span_event.tracepoint} {{ @writes = count(); }}"
-    code, out, err = _run(bpftrace, program, write_ten)
+    code, out, err = _run(
+        bpftrace, program, lambda: span_event.enabled, write_ten, tmp_path / "writes"
+    )
     assert code == 0, err
     assert seen_enabled == [True]
     assert _count(out, "@writes") == 0, out
@@ -117,8 +129,8 @@ def test_a_bpf_program_on_a_user_events_tracepoint_never_runs(span_event):
         for _ in range(10):
             subprocess.run(["true"], check=True)
 
-    code, out, err = _run(bpftrace, "tracepoint:sched:sched_process_fork { @forks = count(); }",
-                          fork_ten)  # fmt: skip
+    program = "tracepoint:sched:sched_process_fork { @forks = count(); }"
+    code, out, err = _run(bpftrace, program, lambda: True, fork_ten, tmp_path / "forks")
     assert code == 0, err
     assert _count(out, "@forks") >= 10, out
     assert wait_until(lambda: not span_event.enabled, 30)

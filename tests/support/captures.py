@@ -152,7 +152,8 @@ def trace_dat_v7(
             for chunk in chunks:
                 packed = compress(chunk)
                 out += struct.pack("<II", len(packed), len(chunk)) + packed
-        cpus.append((cpu, start, len(out) - start))
+        size = len(out) - start
+        cpus.append((cpu, start, size if compress is None else size - 4))  # not the count
     options = b""
     for section_id, offset in offsets.items():
         options += struct.pack("<HIQ", section_id, 8, offset)

@@ -5,9 +5,11 @@
 spans and 7 logs at once, and exits. It prints, as one JSON line, the OTLP/JSON of what its
 SDK handed to the exporters, so a test can compare it with what a reader rebuilt.
 
-``python -m tests.support.short_app PREFIX SERVICE [--wait-listened]``: with
+``python -m tests.support.short_app PREFIX SERVICE [--wait-listened [--settle S]]``: with
 ``--wait-listened`` it first waits (up to 60 s) until something listens to its span
-tracepoint, as a long-running service would be found by a reader's rescan.
+tracepoint, as a long-running service would be found by a reader's rescan; ``--settle``
+then waits S seconds more (perf opens its events, which sets the enable bit, before it
+enables them: records written in between are not recorded).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from opentelemetry_exporter_userevents import (
 from opentelemetry_exporter_userevents.reader import otlp_json
 
 
-def main(prefix: str, service: str, wait_listened: bool) -> dict[str, object]:
+def main(prefix: str, service: str, wait_listened: bool, settle: float = 0.0) -> dict[str, object]:
     resource = Resource({"service.name": service, "service.version": "1.0"})
     spans, logs = InMemorySpanExporter(), InMemoryLogRecordExporter()
     span_exporter = UserEventsSpanExporter(prefix=prefix)
@@ -50,6 +52,7 @@ def main(prefix: str, service: str, wait_listened: bool) -> dict[str, object]:
             span_exporter.enabled and all(log_exporter.enabled_for(n) for n in (9, 13, 17))
         ):
             time.sleep(0.05)
+        time.sleep(settle)
     tracer = tracer_provider.get_tracer(f"{service}.job", "1.0")
     logger = logger_provider.get_logger(f"{service}.job")
     with tracer.start_as_current_span("job", attributes={"job.items": 5}):
@@ -67,5 +70,7 @@ def main(prefix: str, service: str, wait_listened: bool) -> dict[str, object]:
 
 
 if __name__ == "__main__":
-    result = main(sys.argv[1], sys.argv[2], "--wait-listened" in sys.argv[3:])
+    flags = sys.argv[3:]
+    settle = float(flags[flags.index("--settle") + 1]) if "--settle" in flags else 0.0
+    result = main(sys.argv[1], sys.argv[2], "--wait-listened" in flags, settle)
     sys.stdout.write(json.dumps(result) + "\n")

@@ -119,7 +119,9 @@ def read_trace_dat_v7(data: bytes | memoryview) -> TraceDat:
             raise CaptureError(f"trace.dat: buffer page size {buffer.page_size} != {page_size}")
         flags, _ = file.section(buffer.offset, SECTION_BUFFER, "flyrecord")
         for cpu, offset, size in buffer.cpus:
-            blob, missing = clip(file.data, offset, size)
+            # Compressed, the size counts the chunks but not the chunk count before them
+            # (trace-cmd 3.1.6; the v7 documentation does not say).
+            blob, missing = clip(file.data, offset, size + 4 if flags & COMPRESSED else size)
             dat.cut_short += missing
             if flags & COMPRESSED and not missing:
                 dat.cpu_data.append((cpu, _chunks(file, Cursor(blob, what=f"CPU {cpu} data"))))
