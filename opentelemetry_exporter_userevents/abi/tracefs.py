@@ -161,6 +161,49 @@ class Tracefs:
             message = f"the kernel rejected filter {expression!r} for {name}: {reason}"
             raise ValueError(message) from None
 
+    # --- triggers: kernel-side histograms (Documentation/trace/histogram.rst) ----------
+
+    def set_trigger(self, system: str, name: str, trigger: str, instance: str) -> None:
+        """Add a trigger (``hist:keys=...``) to an event in an instance; ValueError with the
+        kernel's reason (from the instance's ``error_log``) if the kernel rejects it.
+
+        One ``write`` without ``O_TRUNC``: truncating the ``trigger`` file removes every
+        trigger of the event, and a buffered file would write a rejected trigger twice."""
+        path = os.path.join(self.event_dir(system, name, instance), "trigger")
+        try:
+            _write_once(path, trigger)
+        except OSError as error:
+            if error.errno not in (errno.EINVAL, errno.EEXIST):
+                raise
+            reason = _last_error(self._error_log(instance), name) or os.strerror(error.errno)
+            message = f"the kernel rejected trigger {trigger!r} for {name}: {reason}"
+            raise ValueError(message) from None
+
+    def remove_trigger(self, system: str, name: str, trigger: str, instance: str) -> None:
+        """Remove a trigger set by :meth:`set_trigger` (``!`` + the same text); the event
+        stops counting and, if nothing else enables it, its writers see no listener."""
+        path = os.path.join(self.event_dir(system, name, instance), "trigger")
+        _write_once(path, "!" + trigger)
+
+    def clear_triggers(self, system: str, name: str, instance: str) -> None:
+        """Remove every trigger of an event in an instance (opening ``trigger`` with
+        ``O_TRUNC`` does that), e.g. those of an instance whose maker was killed."""
+        path = os.path.join(self.event_dir(system, name, instance), "trigger")
+        os.close(os.open(path, os.O_WRONLY | os.O_TRUNC))
+
+    def read_hist(self, system: str, name: str, instance: str) -> str:
+        """The text of an event's ``hist`` file: its hist triggers' tables (empty if none)."""
+        path = os.path.join(self.event_dir(system, name, instance), "hist")
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def _error_log(self, instance: str) -> str:
+        try:
+            with open(os.path.join(self.instance_dir(instance), "error_log"), "rb") as f:
+                return f.read().decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+
     def cpus(self, instance: str) -> list[int]:
         """The CPUs that have a ring buffer in the instance (``per_cpu/cpuN``)."""
         entries = os.listdir(os.path.join(self.instance_dir(instance), "per_cpu"))
@@ -224,6 +267,40 @@ def _exists(path: str) -> bool:
     except OSError:
         return False
     return True
+
+
+def _write_once(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _last_error(log: str, name: str) -> str:
+    """The last ``error_log`` entry about event ``name``, on one line. An entry is
+    ``[time] hist:SYSTEM:NAME: error: WHY``, then ``  Command: TEXT`` and a caret under
+    the place the kernel stopped at."""
+    entries: list[list[str]] = []
+    for line in log.splitlines():
+        if line.startswith("["):
+            entries.append([line])
+        elif entries:
+            entries[-1].append(line)
+    for entry in reversed(entries):
+        head = entry[0].partition("] ")[2]
+        if f":{name}: " not in head:
+            continue
+        reason = head.partition("error: ")[2].strip() or head.strip()
+        command = next((x for x in entry[1:] if x.strip().startswith("Command: ")), None)
+        caret = next((x for x in entry[1:] if x.strip() == "^"), None)
+        if command is not None and caret is not None:
+            start, place = command.index("Command: ") + len("Command: "), caret.index("^")
+            at = command[place:].lstrip("=:,").split(":", 1)[0].split(",", 1)[0]
+            if place > start and at:
+                reason += f" (at {at!r})"
+        return reason
+    return ""
 
 
 class TracefsError(Exception):

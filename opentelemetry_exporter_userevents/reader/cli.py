@@ -3,7 +3,9 @@
 
 """``otel-userevents``: see what is registered, and record spans and logs from tracefs.
 
-``status`` lists our tracepoints, their format versions and who listens. ``record``
+``status`` lists our tracepoints, their format versions and who listens. ``hist`` has the
+kernel count spans by name and status and logs by severity (:mod:`.hist_collector`),
+reading no record. ``record``
 reads them through a private tracefs instance (:mod:`.trace_reader`), rebuilds spans and
 logs (:mod:`.rebuild`) and writes them to an output (:mod:`.outputs`): OTLP/JSON lines, a
 tree view, or any installed OpenTelemetry exporter by its entry-point name; with
@@ -34,6 +36,8 @@ from opentelemetry_exporter_userevents.environment_variables import (
 )
 from opentelemetry_exporter_userevents.reader.capture import TraceDatWriter, decode_file
 from opentelemetry_exporter_userevents.reader.decoder import DecoderStats, RecordDecoder
+from opentelemetry_exporter_userevents.reader.hist_collector import HistCollector
+from opentelemetry_exporter_userevents.reader.hist_view import render
 from opentelemetry_exporter_userevents.reader.outputs import (
     ExporterOutput,
     OtlpJsonOutput,
@@ -307,6 +311,47 @@ def decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
+def hist(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Count until the duration ends, Ctrl-C, SIGTERM or SIGHUP; print the histograms."""
+    collector = HistCollector(_tracefs(args), _prefixes(args), rescan_interval=args.rescan_interval)
+    previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+    started = time.monotonic()
+    stop_reason = "duration"
+    try:
+        collector.start()
+        if args.ready_file:  # tests and scripts wait for this before they start writing
+            with open(args.ready_file, "w") as f:
+                f.write(collector.instance)
+        deadline = started + args.duration if args.duration else None
+        try:
+            while deadline is None or time.monotonic() < deadline:
+                collector.poll()
+                time.sleep(POLL_INTERVAL)
+        except KeyboardInterrupt:
+            stop_reason = "interrupted"
+        except _Stop as signalled:
+            stop_reason = str(signalled)
+        result = collector.read()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        collector.close()
+    render(result.tables, out)
+    out.flush()
+    for where, reason in sorted(result.problems.items()):
+        err.write(f"otel-userevents: not counted: {where}: {reason}\n")
+    if collector.cleanup_error:
+        err.write(f"otel-userevents: {collector.cleanup_error}\n")
+    elapsed = time.monotonic() - started
+    counted = len(collector.tracepoints)
+    err.write(
+        f"otel-userevents: stopped ({stop_reason}): {counted} tracepoints counted by the "
+        f"kernel for {elapsed:.1f} s\n"
+    )
+    err.flush()
+    return 0
+
+
 def _summary(
     reader: TraceReader, rebuilder: Rebuilder, output: Output, started: float, stop: str
 ) -> str:
@@ -366,7 +411,10 @@ def parser() -> argparse.ArgumentParser:
     commands = top.add_subparsers(dest="command", required=True)
     stat = commands.add_parser("status", help="registered tracepoints, versions and listeners")
     rec = commands.add_parser("record", help="record spans and logs")
-    for sub in (stat, rec):
+    hst = commands.add_parser(
+        "hist", help="kernel-side counts of spans by name and status, logs by severity"
+    )
+    for sub in (stat, rec, hst):
         sub.add_argument(
             "--prefix",
             dest="prefixes",
@@ -393,7 +441,7 @@ def parser() -> argparse.ArgumentParser:
     dec = commands.add_parser(
         "decode", help="rebuild spans and logs from a trace.dat (trace-cmd) or perf.data"
     )
-    dec.add_argument("file", help="trace.dat (version 6) or perf.data")
+    dec.add_argument("file", help="trace.dat (trace-cmd, versions 6 and 7) or perf.data")
     dec.add_argument(
         "--prefix", dest="prefixes", action="append", help="only these prefixes (default: all)"
     )
@@ -406,6 +454,9 @@ def parser() -> argparse.ArgumentParser:
     rec.add_argument("--rescan-interval", type=float, default=0.5, help=argparse.SUPPRESS)
     rec.add_argument("--resource-wait", type=float, default=11.0, help=argparse.SUPPRESS)
     rec.add_argument("--ready-file", help=argparse.SUPPRESS)
+    hst.add_argument("--duration", type=float, help="seconds to count (default: until Ctrl-C)")
+    hst.add_argument("--rescan-interval", type=float, default=0.5, help=argparse.SUPPRESS)
+    hst.add_argument("--ready-file", help=argparse.SUPPRESS)
     return top
 
 
@@ -414,6 +465,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "status":
             return status(args, sys.stdout)
+        if args.command == "hist":
+            return hist(args, sys.stdout, sys.stderr)
         command = decode if args.command == "decode" else record
         if args.output:
             with open(args.output, "w", encoding="utf-8") as out:

@@ -19,7 +19,7 @@ import itertools
 import os
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from opentelemetry_exporter_userevents.abi.format import parse_format
@@ -41,7 +41,6 @@ from opentelemetry_exporter_userevents.record.tracepoints import (
 )
 
 INSTANCE_PREFIX = "otel-userevents."
-_INSTANCE = re.compile(rf"^{re.escape(INSTANCE_PREFIX)}(\d+)\.(\d+)\.\d+$")
 _instances_made = itertools.count()
 _PAGES_PER_READ = 1024
 """Pages read from one CPU per :meth:`TraceReader.read`, so one busy CPU cannot starve
@@ -76,6 +75,39 @@ def _process_start(pid: int) -> int | None:
             return int(f.read().rpartition(")")[2].split()[19])
     except (OSError, ValueError, IndexError):
         return None
+
+
+def new_instance_name(prefix: str) -> str:
+    """``<prefix><pid>.<process start>.<n>``: unique, and tells whether its maker lives."""
+    pid = os.getpid()
+    return f"{prefix}{pid}.{_process_start(pid) or 0}.{next(_instances_made)}"
+
+
+def remove_stale_instances(
+    tracefs: Tracefs,
+    prefix: str,
+    keep: str,
+    before_removal: Callable[[str], None] | None = None,
+) -> list[str]:
+    """Remove the instances named by :func:`new_instance_name` with ``prefix`` whose
+    process is gone (killed before it could clean up), except ``keep``; return their
+    names. ``before_removal(instance)`` may undo what would keep one busy."""
+    pattern = re.compile(rf"^{re.escape(prefix)}(\d+)\.(\d+)\.\d+$")
+    removed = []
+    for name in tracefs.instances():
+        match = pattern.match(name)
+        if match is None or name == keep:
+            continue
+        if _process_start(int(match[1])) == int(match[2]):
+            continue  # its maker is alive
+        try:
+            if before_removal is not None:
+                before_removal(name)
+            tracefs.remove_instance(name)
+            removed.append(name)
+        except OSError:
+            pass  # EBUSY (a file still open) or raced with another reader
+    return removed
 
 
 def our_tracepoints(tracefs: Tracefs, decoder: RecordDecoder) -> list[tuple[str, str, str]]:
@@ -116,8 +148,7 @@ class TraceReader:
         self.filter = filter
         self.buffer_size_kb = buffer_size_kb
         self.rescan_interval = rescan_interval
-        pid = os.getpid()
-        self.instance = f"{INSTANCE_PREFIX}{pid}.{_process_start(pid) or 0}.{next(_instances_made)}"
+        self.instance = new_instance_name(INSTANCE_PREFIX)
         self.decoder = RecordDecoder(self.prefixes)
         self.lost = 0
         """Records the kernel lost (overwritten or dropped), from the per-CPU ``stats``."""
@@ -142,7 +173,7 @@ class TraceReader:
     def start(self) -> TraceReader:
         """Check rights, remove stale instances, create ours, enable our tracepoints."""
         self._check_rights()
-        self.removed_stale = self._remove_stale_instances()
+        self.removed_stale = remove_stale_instances(self.tracefs, INSTANCE_PREFIX, self.instance)
         try:
             self.tracefs.create_instance(self.instance)
         except PermissionError:
@@ -203,21 +234,6 @@ class TraceReader:
         instances = os.path.join(self.tracefs.path, "instances")
         if not os.access(instances, os.W_OK | os.X_OK):
             raise ReaderError(rights_message(f"create a tracefs instance in {instances}"))
-
-    def _remove_stale_instances(self) -> list[str]:
-        removed = []
-        for name in self.tracefs.instances():
-            match = _INSTANCE.match(name)
-            if match is None or name == self.instance:
-                continue
-            if _process_start(int(match[1])) == int(match[2]):
-                continue  # its reader is alive
-            try:
-                self.tracefs.remove_instance(name)
-                removed.append(name)
-            except OSError:
-                pass  # EBUSY (a file still open) or raced with another reader
-        return removed
 
     # --- discovery ------------------------------------------------------------------
 

@@ -1,0 +1,225 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""Kernel-side histograms of our span and log tracepoints: hist triggers, no records read.
+
+The collector makes a tracefs instance of its own (``instances/otel-userevents-hist.<pid>.
+<start>.<n>``) and sets one hist trigger on every version of our span and log tracepoints
+there (both layouts), rescanning for versions that appear later. A trigger alone puts the
+event in "soft" mode: the writers' enable bit is set and the kernel counts each record into
+the table, but nothing is kept in any ring buffer (seen in tests/kernel/test_hist.py). It
+holds the prefixes' tracepoints registered (:mod:`.tracepoint_holder`), so an app started
+later is counted from its first record. Closing removes the triggers and the instance.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from opentelemetry_exporter_userevents.abi.tracefs import (
+    Tracefs,
+    TracefsError,
+    check_user_events,
+    rights_message,
+)
+from opentelemetry_exporter_userevents.abi.uapi import USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM
+from opentelemetry_exporter_userevents.reader.decoder import RecordDecoder
+from opentelemetry_exporter_userevents.reader.hist import MergedHistogram, parse_hist
+from opentelemetry_exporter_userevents.reader.trace_reader import (
+    new_instance_name,
+    our_tracepoints,
+    remove_stale_instances,
+)
+from opentelemetry_exporter_userevents.reader.tracepoint_holder import TracepointHolder
+from opentelemetry_exporter_userevents.record.schema import LOG, SPAN, Schema
+from opentelemetry_exporter_userevents.record.tracepoints import (
+    ANY_PREFIX,
+    LOG_KIND,
+    SPAN_KIND,
+    parse_tracepoint,
+)
+
+HIST_INSTANCE_PREFIX = "otel-userevents-hist."
+
+
+@dataclass(frozen=True)
+class HistTrigger:
+    """A hist trigger over fields of one of our schemas."""
+
+    schema: Schema
+    keys: tuple[str, ...]
+    """Text keys first: a row is parsed from its right end (:mod:`.hist`)."""
+    values: tuple[str, ...] = ()
+
+    @property
+    def text(self) -> str:
+        vals = ",".join(("hitcount", *self.values))
+        return f"hist:keys={','.join(self.keys)}:vals={vals}:sort=hitcount.descending"
+
+    @property
+    def text_keys(self) -> frozenset[str]:
+        return frozenset(f.name for f in self.schema.texts if f.name in self.keys)
+
+
+TRIGGERS = {
+    SPAN_KIND: HistTrigger(SPAN, ("name", "status_code"), ("duration_ns",)),
+    LOG_KIND: HistTrigger(LOG, ("scope", "severity_number")),
+}
+"""Spans: count and total duration per name and status. Logs: count per instrumentation
+scope and severity number (the severity classes are separate tracepoints already)."""
+
+
+@dataclass(frozen=True)
+class _Triggered:
+    system: str
+    name: str
+    kind: str
+    prefix: str
+    event_id: int
+
+
+@dataclass
+class HistResult:
+    """What the kernel counted, per (prefix, kind), and what could not be counted."""
+
+    tables: dict[tuple[str, str], MergedHistogram]
+    problems: dict[str, str]
+    """``system/name`` of tracepoints not counted (or not read), and why."""
+
+
+class HistCollector:
+    """Sets hist triggers on our span and log tracepoints; use as a context manager."""
+
+    def __init__(
+        self,
+        tracefs: Tracefs,
+        prefixes: Sequence[str],
+        hold: bool = True,
+        rescan_interval: float = 0.5,
+    ) -> None:
+        self.tracefs = tracefs
+        self.prefixes = tuple(prefixes)
+        self.hold = hold
+        self.rescan_interval = rescan_interval
+        self.instance = new_instance_name(HIST_INSTANCE_PREFIX)
+        self.decoder = RecordDecoder(self.prefixes)
+        self.holder: TracepointHolder | None = None
+        self.problems: dict[str, str] = {}
+        self.removed_stale: list[str] = []
+        self.cleanup_error: str | None = None
+        self._triggered: dict[tuple[str, str], _Triggered] = {}
+        self._next_scan = 0.0
+        self._started = False
+        self._closed = False
+
+    def start(self) -> HistCollector:
+        """Check rights, remove stale instances, make ours, set the triggers."""
+        check_user_events(self.tracefs)
+        if not os.access(os.path.join(self.tracefs.path, "instances"), os.W_OK | os.X_OK):
+            raise TracefsError(rights_message("create a tracefs instance"))
+        self.removed_stale = remove_stale_instances(
+            self.tracefs, HIST_INSTANCE_PREFIX, self.instance, self._clear_triggers
+        )
+        self.tracefs.create_instance(self.instance)
+        self._started = True
+        try:
+            if self.hold:
+                self.holder = TracepointHolder(self.tracefs)
+                self.holder.hold(p for p in self.prefixes if p != ANY_PREFIX)
+            self.scan()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def scan(self) -> list[str]:
+        """Set triggers on span and log tracepoints that appeared since the last scan."""
+        added = []
+        for system, name, kind in our_tracepoints(self.tracefs, self.decoder):
+            trigger = TRIGGERS.get(kind)
+            parsed = parse_tracepoint(name)
+            where = f"{system}/{name}"
+            if trigger is None or parsed is None or where in self.problems:
+                continue
+            try:
+                event_id = self.tracefs.event_id(system, name)
+                known = self._triggered.get((system, name))
+                if known is not None and known.event_id == event_id:
+                    continue
+                self.decoder.add(self.tracefs.read_format(system, name))
+                self.tracefs.set_trigger(system, name, trigger.text, self.instance)
+            except ValueError as error:  # not our schema, or the kernel refused the trigger
+                self.problems[where] = str(error)
+                continue
+            except OSError:
+                continue  # deleted meanwhile
+            triggered = _Triggered(system, name, kind, parsed.prefix, event_id)
+            self._triggered[(system, name)] = triggered
+            added.append(where)
+        self._next_scan = time.monotonic() + self.rescan_interval
+        return added
+
+    def poll(self) -> None:
+        """Rescan when it is time (call it while waiting)."""
+        if time.monotonic() >= self._next_scan:
+            self.scan()
+
+    @property
+    def tracepoints(self) -> dict[str, str]:
+        """``system/name`` of each tracepoint with our trigger, and its kind."""
+        return {f"{t.system}/{t.name}": t.kind for t in self._triggered.values()}
+
+    def read(self) -> HistResult:
+        """Every triggered tracepoint's table, parsed and added up per prefix and kind."""
+        problems = dict(self.problems)
+        tables: dict[tuple[str, str], MergedHistogram] = {}
+        for t in self._triggered.values():
+            try:
+                text = self.tracefs.read_hist(t.system, t.name, self.instance)
+                table = parse_hist(text, TRIGGERS[t.kind].text_keys)
+            except (OSError, ValueError) as error:
+                problems[f"{t.system}/{t.name}"] = f"its histogram could not be read: {error}"
+                continue
+            if (t.prefix, t.kind) not in tables:
+                tables[(t.prefix, t.kind)] = MergedHistogram(table.key_fields, table.value_fields)
+            tables[(t.prefix, t.kind)].add(table)
+        return HistResult(tables, problems)
+
+    def close(self) -> None:
+        """Remove the triggers and the instance; let go of the held tracepoints.
+        Idempotent."""
+        if self._closed or not self._started:
+            self._closed = True
+            return
+        self._closed = True
+        for t in self._triggered.values():
+            try:
+                self.tracefs.remove_trigger(t.system, t.name, TRIGGERS[t.kind].text, self.instance)
+            except OSError:
+                pass  # the event is gone already
+        try:
+            self.tracefs.remove_instance(self.instance)
+        except FileNotFoundError:
+            pass
+        except OSError as error:
+            self.cleanup_error = f"could not remove instance {self.instance}: {error}"
+        if self.holder is not None:
+            self.holder.close()
+
+    def _clear_triggers(self, instance: str) -> None:
+        """Before removing a stale instance: its user events' triggers."""
+        for system in (USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM):
+            for name in self.tracefs.events(system):
+                try:
+                    self.tracefs.clear_triggers(system, name, instance)
+                except OSError:
+                    continue
+
+    def __enter__(self) -> HistCollector:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,99 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""The kernel's histograms as a person reads them: per prefix, a table of spans by name
+and status (count, total and average duration in ms) and one of logs by severity and
+scope (count), most frequent first."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TextIO
+
+from opentelemetry._logs import SeverityNumber
+
+from opentelemetry_exporter_userevents.reader.hist import KeyValue, MergedHistogram
+from opentelemetry_exporter_userevents.record import anyvalue
+from opentelemetry_exporter_userevents.record.plain_text import decode_plain
+from opentelemetry_exporter_userevents.record.tracepoints import LOG_KIND, SPAN_KIND
+
+_WIDTH = 40
+_STATUS = {0: "unset", 1: "ok", 2: "error"}
+
+
+def _cut(text: str) -> str:
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return text if len(text) <= _WIDTH else text[: _WIDTH - 1] + "…"
+
+
+def _name(value: KeyValue) -> str:
+    """A plain-text key as written (the kernel keeps at most 255 bytes of it)."""
+    try:
+        text = decode_plain(str(value))
+    except ValueError:
+        text = str(value)
+    return text or '""'
+
+
+def _scope(value: KeyValue) -> str:
+    """The scope's name from its JSON, or the text itself if cut or not ours."""
+    try:
+        scope = anyvalue.decode(str(value))
+    except ValueError:
+        return str(value)
+    name = scope.get("name") if isinstance(scope, dict) else None
+    return name if isinstance(name, str) and name else str(value)
+
+
+def _severity(value: KeyValue) -> str:
+    try:
+        return f"{SeverityNumber(int(value)).name} ({value})"
+    except ValueError:
+        return str(value)
+
+
+def _table(out: TextIO, header: Sequence[str], rows: list[list[str]], numeric: int) -> None:
+    """Columns aligned; the last ``numeric`` columns to the right."""
+    widths = [max(len(r[i]) for r in [list(header), *rows]) for i in range(len(header))]
+    first_numeric = len(header) - numeric
+    for row in [list(header), *rows]:
+        cells = [
+            cell.rjust(width) if i >= first_numeric else cell.ljust(width)
+            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+        ]
+        out.write("    " + "  ".join(cells).rstrip() + "\n")
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:.3f}"
+
+
+def render(tables: Mapping[tuple[str, str], MergedHistogram], out: TextIO) -> None:
+    """Write each prefix's span and log tables, as the kernel counted them."""
+    for prefix in sorted({p for p, _ in tables}):
+        out.write(f"prefix {prefix}\n")
+        for kind, label in ((SPAN_KIND, "spans"), (LOG_KIND, "logs")):
+            table = tables.get((prefix, kind))
+            if table is None:
+                continue
+            tracepoints = f"{table.tables} tracepoint{'s' if table.tables != 1 else ''}"
+            dropped = f", {table.dropped} not counted (table full)" if table.dropped else ""
+            out.write(f"  {label}: {table.hits} counted in {tracepoints}{dropped}\n")
+            if not table.rows:
+                continue
+            ordered = sorted(table.rows.items(), key=lambda r: (-r[1]["hitcount"], str(r[0])))
+            if kind == SPAN_KIND:
+                rows = []
+                for (name, status), values in ordered:
+                    count, total = values["hitcount"], values["duration_ns"]
+                    label_ = _STATUS.get(int(status), str(status))
+                    row = [_cut(_name(name)), label_, str(count), _ms(total), _ms(total / count)]
+                    rows.append(row)
+                header = ["NAME", "STATUS", "COUNT", "TOTAL ms", "AVG ms"]
+                _table(out, header, rows, 3)
+            else:
+                rows = [
+                    [_severity(severity), _cut(_scope(scope)), str(values["hitcount"])]
+                    for (scope, severity), values in ordered
+                ]
+                _table(out, ["SEVERITY", "SCOPE", "COUNT"], rows, 1)
