@@ -4,9 +4,10 @@
 """``python -m benchmarks``: the cost of a span and of a log record in each configuration,
 side by side, in one run.
 
-Runs every configuration but d (which needs user_events) on this host. Then, given a kernel
-image (``USER_EVENTS_KERNEL`` or ``--kernel``), boots the test bed and runs every
-configuration there, d included: only ratios count there, as the guest is emulated. Prints
+Runs every configuration but d (which needs user_events) on this host. Then, given kernel
+images (``USER_EVENTS_KERNEL`` or ``--kernel``, separated by ``:``), boots the test bed on
+each and runs every configuration there, d included: only ratios count there, as the guest
+is emulated. Prints
 the tables and the targets, and writes the results (JSON) and the plot (PNG, with
 matplotlib: the ``bench`` extra).
 """
@@ -96,7 +97,7 @@ def main(args: list[str] | None = None) -> int:
     parser.add_argument(
         "--kernel",
         default=os.environ.get(guest.KERNEL_ENV),
-        help=f"bzImage for the test bed (${guest.KERNEL_ENV})",
+        help=f"bzImage(s) for the test bed, separated by '{os.pathsep}' (${guest.KERNEL_ENV})",
     )
     parser.add_argument("-n", type=int, default=2000, help="operations per timing (host)")
     parser.add_argument("--rounds", type=int, default=31, help="timings per configuration (host)")
@@ -122,12 +123,14 @@ def main(args: list[str] | None = None) -> int:
         return 0
 
     results: dict[str, Any] = {"host": run_all(HOST_KEYS, options.n, options.rounds, "host")}
-    reason = guest.unavailable_reason(options.kernel)
-    if reason:
-        print(f"benchmarks: no test bed run (d): {reason}", file=sys.stderr)
-    else:
-        results["guest"] = in_guest(
-            options.kernel, options.guest_n, options.guest_rounds, options.timeout
+    results["guests"] = {}
+    for kernel in (options.kernel or "").split(os.pathsep) or [""]:
+        reason = guest.unavailable_reason(kernel or None)
+        if reason:
+            print(f"benchmarks: no test bed run (d): {reason}", file=sys.stderr)
+            continue
+        results["guests"][os.path.basename(kernel)] = in_guest(
+            kernel, options.guest_n, options.guest_rounds, options.timeout
         )
     print(report.text(results))
     Path(options.json).parent.mkdir(parents=True, exist_ok=True)

@@ -11,12 +11,18 @@ SDK's ALWAYS_OFF, the least any sampler can cost). ``c_batch`` and
 ``c_simple`` are the SDK's own processors around this exporter (the drop-in path without
 ``OTEL_PYTHON_CONFIGURATOR=user_events``, and a configuration file's ``simple``);
 ``c_floor`` is a processor that does nothing, the least any processor costs.
+
+The ``logging`` signal is a standard-library ``logger.info`` call: b with no OpenTelemetry
+handler, h through ``UserEventsLoggingHandler`` (what the configurator installs) with
+nobody listening, h_sdk through the SDK's own ``LoggingHandler`` and this processor, d
+through ``UserEventsLoggingHandler`` with ftrace listening.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +33,7 @@ from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk._logs import (
     LoggerProvider,
+    LoggingHandler,
     LogRecordProcessor,
     ReadableLogRecord,
     ReadWriteLogRecord,
@@ -60,6 +67,7 @@ from opentelemetry_exporter_userevents import (
 from opentelemetry_exporter_userevents.abi import Registration
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs
 from opentelemetry_exporter_userevents.lean_tracer import UserEventsTracerProvider
+from opentelemetry_exporter_userevents.logging_handler import UserEventsLoggingHandler
 
 ATTRIBUTES = {
     "http.request.method": "GET",
@@ -97,6 +105,12 @@ LABELS = {
         "d": "SDK + user_events, ftrace listening",
         "e": "SDK + OTLP protobuf encoding",
         "f": "SDK + ConsoleLogRecordExporter to /dev/null",
+    },
+    "logging": {
+        "b": "logger.info, no OpenTelemetry handler",
+        "h": "UserEventsLoggingHandler, nobody listening",
+        "h_sdk": "the SDK's LoggingHandler + user_events processor, nobody listening",
+        "d": "UserEventsLoggingHandler, ftrace listening",
     },
 }
 
@@ -289,9 +303,48 @@ def log_setup(key: str) -> Setup:
     return setup
 
 
-HOST_KEYS = ("a", "b", "c", "c_floor", "c_batch", "c_simple", "e", "f", "g", "g_off")
-GUEST_KEYS = ("a", "b", "c", "c_floor", "d", "e", "f", "g", "g_off")
-SETUPS = {"spans": span_setup, "logs": log_setup}
+def logging_workload(logger: logging.Logger) -> Callable[[int], None]:
+    info = logger.info
+
+    def run(n: int) -> None:
+        for number in range(n):
+            info("cart %s loaded", number)
+
+    return run
+
+
+def logging_setup(key: str) -> Setup:
+    """A fresh configuration ``key`` of the ``logging`` benchmark: a logger of its own that
+    passes INFO and propagates nowhere."""
+    logger = logging.getLogger(f"bench.logging.{key}")
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    setup = Setup(key, logging_workload(logger))
+    if key == "b":
+        return setup
+    provider = LoggerProvider(resource=RESOURCE)
+    exporter = UserEventsLogExporter(prefix=f"{PREFIX}_l{key}")
+    provider.add_log_record_processor(UserEventsLogRecordProcessor(exporter))
+    if key in ("h", "d"):
+        handler: logging.Handler = UserEventsLoggingHandler(exporter, logger_provider=provider)
+    elif key == "h_sdk":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            handler = LoggingHandler(logger_provider=provider)
+    else:
+        raise ValueError(f"no logging configuration {key!r}")
+    logger.addHandler(handler)
+    setup.closers += [provider.shutdown, lambda: logger.removeHandler(handler)]
+    if key == "d":
+        registrations = [exporter.registrations["info"], exporter._writer.registrations["resource"]]
+        setup.closers.append(Listening(registrations).close)
+    return setup
+
+
+HOST_KEYS = ("a", "b", "c", "c_floor", "c_batch", "c_simple", "e", "f", "g", "g_off", "h",
+             "h_sdk")  # fmt: skip
+GUEST_KEYS = ("a", "b", "c", "c_floor", "d", "e", "f", "g", "g_off", "h", "h_sdk")
+SETUPS = {"spans": span_setup, "logs": log_setup, "logging": logging_setup}
 
 
 def keys_for(signal: str, keys: Sequence[str]) -> list[str]:
