@@ -182,7 +182,7 @@ def plot(results: dict[str, Any], path: str) -> bool:
         return False
     host, runs = results.get("host"), guests(results)
     columns = [(host, "host, µs per {unit}")] + [
-        (run, f"{name} (emulated), × b") for name, run in runs.items()
+        (run, f"{name}\n(emulated), × b") for name, run in runs.items()
     ]
     figure, axes = plt.subplots(
         len(SIGNALS), len(columns), figsize=(6 + 4 * len(columns), 10), squeeze=False,
