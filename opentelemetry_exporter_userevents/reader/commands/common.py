@@ -1,0 +1,84 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""What the ``otel-userevents`` commands share: stopping on signals, where tracefs is, which
+prefixes, which output, and the counts of what was rebuilt."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+from typing import Any, TextIO
+
+from opentelemetry_exporter_userevents.abi.tracefs import Tracefs, find_tracefs
+from opentelemetry_exporter_userevents.environment_variables import (
+    OTEL_EXPORTER_USER_EVENTS_TRACEFS,
+)
+from opentelemetry_exporter_userevents.reader.decoder import DecoderStats
+from opentelemetry_exporter_userevents.reader.outputs import (
+    ExporterOutput,
+    OtlpJsonOutput,
+    Output,
+    TreeOutput,
+)
+from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.record.tracepoints import ANY_PREFIX, DEFAULT_PREFIX
+
+POLL_INTERVAL = 0.2
+PROGRESS_INTERVAL = 2.0
+
+
+class Stop(Exception):
+    """SIGTERM or SIGHUP: stop recording and clean up, like Ctrl-C."""
+
+
+def raise_stop(signum: int, frame: Any) -> None:
+    raise Stop(signal.Signals(signum).name)
+
+
+def tracefs_of(args: argparse.Namespace) -> Tracefs:
+    return find_tracefs(args.tracefs or os.environ.get(OTEL_EXPORTER_USER_EVENTS_TRACEFS))
+
+
+def prefixes_of(args: argparse.Namespace, every_by_default: bool = False) -> list[str]:
+    """The prefixes given after the subcommand, else the global one (or, for ``status``,
+    every prefix)."""
+    if args.prefixes:
+        return list(args.prefixes)
+    if args.prefix is None:
+        return [ANY_PREFIX] if every_by_default else [DEFAULT_PREFIX]
+    return [args.prefix]
+
+
+def output_of(args: argparse.Namespace, out: TextIO) -> Output:
+    if args.exporter:
+        return ExporterOutput(args.exporter)
+    if args.format == "tree":
+        return TreeOutput(out)
+    return OtlpJsonOutput(out)
+
+
+def rebuilt_parts(rebuilder: Rebuilder, decoded: DecoderStats, output: Output) -> list[str]:
+    """What was rebuilt, from whom, and every count of what was not."""
+    rebuilt = rebuilder.stats
+    parts = [
+        f"{rebuilt.spans} spans and {rebuilt.logs} logs rebuilt",
+        f"{rebuilt.resources} resources",
+    ]
+    if rebuilt.services:
+        services = sorted(rebuilt.services.items(), key=lambda item: (-item[1], item[0]))
+        parts.append("from " + ", ".join(f"{name} ({count})" for name, count in services))
+    for label, count in (
+        ("metric points rebuilt", rebuilt.metric_points),
+        ("without resource", rebuilt.without_resource),
+        ("truncated by the writer", rebuilt.truncated),
+        ("invalid", rebuilt.invalid),
+        ("undecodable", decoded.undecodable),
+        ("corrupt pages", decoded.corrupt_pages),
+        ("waiting for a resource", rebuilder.pending),
+        ("not written (the output refused them)", output.failed),
+    ):
+        if count:
+            parts.append(f"{count} {label}")
+    return parts

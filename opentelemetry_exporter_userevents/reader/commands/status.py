@@ -1,0 +1,103 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""``otel-userevents status``: our tracepoints by prefix, each with its layout, schema
+version and listeners."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import TextIO
+
+from opentelemetry_exporter_userevents.abi.tracefs import Tracefs, TracefsError, check_user_events
+from opentelemetry_exporter_userevents.abi.uapi import USER_EVENTS_MULTI_SYSTEM
+from opentelemetry_exporter_userevents.reader.commands.common import prefixes_of, tracefs_of
+from opentelemetry_exporter_userevents.reader.decoder import RecordDecoder
+from opentelemetry_exporter_userevents.reader.trace_reader import our_tracepoints
+from opentelemetry_exporter_userevents.record.tracepoints import (
+    ANY_PREFIX,
+    format_version,
+    parse_tracepoint,
+)
+
+
+def status(args: argparse.Namespace, out: TextIO) -> int:
+    """Our tracepoints by prefix, each with its layout, schema version and listeners."""
+    tracefs = tracefs_of(args)
+    check_user_events(tracefs)
+    try:
+        users = _status_users(tracefs.status())
+    except PermissionError:
+        raise TracefsError(f"permission denied reading {tracefs.path}: run as root") from None
+    prefixes = prefixes_of(args, every_by_default=True)
+    decoder = RecordDecoder(prefixes)
+    instances = tracefs.instances()
+    out.write(f"tracefs: {tracefs.path}\n")
+    found = our_tracepoints(tracefs, decoder)
+    by_prefix: dict[str, list[tuple[str, str, str]]] = {}
+    for system, name, kind in found:
+        parsed = parse_tracepoint(name)
+        by_prefix.setdefault(parsed.prefix if parsed else "?", []).append((system, name, kind))
+    for prefix in sorted(by_prefix):
+        out.write(f"prefix {prefix}:\n")
+        for system, name, kind in by_prefix[prefix]:
+            out.write(f"  {system}/{name}: {kind}, {_describe(tracefs, system, name, decoder)}\n")
+            listeners = _listeners(tracefs, system, name, users.get(name, []), instances)
+            out.write(f"    listeners: {', '.join(listeners) if listeners else 'none'}\n")
+    if not found:
+        wanted = "any prefix" if ANY_PREFIX in prefixes else ", ".join(prefixes)
+        out.write(f"no tracepoints of ours are registered ({wanted})\n")
+    return 0
+
+
+def _describe(tracefs: Tracefs, system: str, name: str, decoder: RecordDecoder) -> str:
+    """The layout and the schema version of one tracepoint, from its format file."""
+    layout = "multi-format" if system == USER_EVENTS_MULTI_SYSTEM else "single-format"
+    try:
+        fmt = tracefs.read_format(system, name)
+    except (OSError, ValueError):
+        return f"{layout}, gone"
+    known = decoder.kind_of(name)
+    version = format_version(fmt)
+    if known is None:
+        return f"{layout}, schema {version}, not ours"
+    schema = known[1]
+    try:
+        schema.unpacker(fmt)
+    except ValueError as error:
+        return f"{layout}, schema {version}, not our schema ({error})"
+    release = "this release's" if version == schema.version else "another release's"
+    return f"{layout}, schema {version} ({release}), id {fmt.id}, {len(fmt.fields)} fields"
+
+
+def _listeners(
+    tracefs: Tracefs, system: str, name: str, users: list[str], instances: list[str]
+) -> list[str]:
+    """Who listens: perf and eBPF from user_events_status, ftrace per buffer."""
+    listeners = [u for u in users if u != "ftrace"]
+    for where in [None, *instances]:
+        try:
+            state = _read(os.path.join(tracefs.event_dir(system, name, where), "enable"))
+        except OSError:
+            continue
+        if state.strip().startswith("1"):
+            listeners.append(f"ftrace ({'instance ' + where if where else 'global'})")
+    if "ftrace" in users and not any("ftrace" in x for x in listeners):
+        listeners.append("ftrace")
+    return listeners
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
+def _status_users(text: str) -> dict[str, list[str]]:
+    """``user_events_status`` lines: ``name # Used by ftrace perf`` -> {name: [...]}."""
+    users: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        name, _, used = line.partition(" # Used by")
+        if used:
+            users[name.strip()] = used.split()
+    return users
