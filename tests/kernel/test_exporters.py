@@ -92,9 +92,15 @@ def test_logs_reach_the_kernel_field_by_field(prefix, tracefs):
     assert {cls: len(records) for cls, records in by_class.items()} == {
         "trace": 4, "debug": 4, "info": 5, "warn": 4, "error": 4, "fatal": 4
     }  # fmt: skip
+    # Two records can share an observed time under emulation: order by severity too.
     records = sorted(
-        (r for rs in by_class.values() for r in rs), key=lambda r: r["observed_time_ns"]
+        (r for rs in by_class.values() for r in rs),
+        key=lambda r: (r["observed_time_ns"], r["severity_number"]),
     )
+    logs = sorted(logs, key=lambda readable: (
+        readable.log_record.observed_timestamp,
+        readable.log_record.severity_number.value if readable.log_record.severity_number else 0,
+    ))  # fmt: skip
     for record, readable in zip(records, logs, strict=True):
         check_log(record, readable, records[0]["resource_id"])
     assert records[0]["trace_id"] != "0" * 32, "ids come from the record, not the context"

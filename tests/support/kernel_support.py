@@ -77,6 +77,22 @@ def unmount_in_a_private_namespace(path: str) -> None:
             raise OSError(err, os.strerror(err))
 
 
+def mount_points() -> set[tuple[str, str]]:
+    """(mount point, file system type) of every mount this process sees."""
+    with open("/proc/self/mounts", encoding="utf-8") as f:
+        return {
+            (fields[1], fields[2]) for fields in (line.split() for line in f) if len(fields) > 2
+        }
+
+
+def unmount(path: str) -> None:
+    """Lazily unmount ``path`` (in this mount namespace)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.umount2(path.encode(), _MNT_DETACH) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), path)
+
+
 def unmapped_buffer(size: int) -> ctypes.Array:
     """A buffer object whose memory is not mapped: the kernel faults reading it."""
     libc = ctypes.CDLL(None, use_errno=True)
