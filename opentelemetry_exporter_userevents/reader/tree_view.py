@@ -34,9 +34,13 @@ def _time(ns: int | None) -> str:
     return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def _printable(text: str) -> str:
+    """``text`` on one line: control characters as their escapes."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _value(value: Any, width: int = _VALUE_WIDTH) -> str:
-    text = repr(value) if not isinstance(value, str) else value
-    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    text = _printable(repr(value) if not isinstance(value, str) else value)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -122,13 +126,13 @@ class TreeView:
     ) -> None:
         attributes = _attributes(span.attributes)
         self.out.write(
-            f"{indent}{branch}{span.name}  {span.kind.name.lower()}  {_duration(span)}"
+            f"{indent}{branch}{_printable(span.name)}  {span.kind.name.lower()}  {_duration(span)}"
             f"  [{_status(span)}]{'  ' + attributes if attributes else ''}{note}\n"
         )
         inner = indent + ("│  " if branch == "├─ " else "   " if branch else "")
         for event in span.events:
             self.out.write(
-                f"{inner}   • {event.name} {_time(event.timestamp)}"
+                f"{inner}   • {_printable(event.name)} {_time(event.timestamp)}"
                 f"  {_attributes(event.attributes)}\n".rstrip(" ")
             )
         kids = children.get(span.context.span_id, [])
@@ -206,10 +210,10 @@ def metric_line(item: MetricPoint) -> str:
         _time(item.point.time_unix_nano),
         "metric",
         _service(item.resource),
-        item.name + (f"{{{attributes}}}" if attributes else ""),
+        _printable(item.name) + (f"{{{attributes}}}" if attributes else ""),
         kind,
         metric_value(item),
-        item.unit,
+        _printable(item.unit),
     ]
     if item.truncated:
         parts.append("(cut to fit)")
