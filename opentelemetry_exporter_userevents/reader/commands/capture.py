@@ -8,19 +8,17 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import time
 from typing import TextIO
 
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs
 from opentelemetry_exporter_userevents.reader.capture import TraceDatWriter, decode_file
 from opentelemetry_exporter_userevents.reader.commands.common import (
-    POLL_INTERVAL,
-    Stop,
     output_of,
     prefixes_of,
-    raise_stop,
     rebuilt_parts,
+    run_until_stopped,
+    stop_signals,
 )
 from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.reader.trace_reader import TraceReader
@@ -29,42 +27,32 @@ from opentelemetry_exporter_userevents.reader.trace_reader import TraceReader
 def capture(args: argparse.Namespace, reader: TraceReader, tracefs: Tracefs, err: TextIO) -> int:
     """``record --capture FILE``: pages and format files to a trace.dat, no decoding (so
     a burst is kept whole however slow decoding would be); ``decode`` rebuilds it later."""
-    previous = {s: signal.signal(s, raise_stop) for s in (signal.SIGTERM, signal.SIGHUP)}
     started = time.monotonic()
-    stop_reason = "duration"
     writer: TraceDatWriter | None = None
     try:
-        reader.start()
-        writer = TraceDatWriter(
-            args.capture,
-            reader.decoder.layout.page_size,
-            tracefs.header_page(),
-            tracefs.header_event(),
-        )
-        if args.ready_file:
-            with open(args.ready_file, "w") as f:
-                f.write(reader.instance)
-        deadline = started + args.duration if args.duration else None
-        while True:
-            try:
+        with stop_signals():
+            reader.start()
+            writer = TraceDatWriter(
+                args.capture,
+                reader.decoder.layout.page_size,
+                tracefs.header_page(),
+                tracefs.header_event(),
+            )
+            if args.ready_file:
+                with open(args.ready_file, "w") as f:
+                    f.write(reader.instance)
+
+            def keep_pages() -> bool:
                 pages = reader.capture()
                 for cpu, page in pages:
                     writer.add_page(cpu, page)
-                if deadline is not None and time.monotonic() >= deadline:
-                    break
-                if not pages:
-                    time.sleep(POLL_INTERVAL)
-            except KeyboardInterrupt:
-                stop_reason = "interrupted"
-                break
-            except Stop as signalled:
-                stop_reason = str(signalled)
-                break
-        for cpu, page in reader.read_cpu_pages():
-            writer.add_page(cpu, page)
+                return bool(pages)
+
+            deadline = started + args.duration if args.duration else None
+            stop_reason = run_until_stopped(keep_pages, deadline)
+            for cpu, page in reader.read_cpu_pages():
+                writer.add_page(cpu, page)
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
         if writer is not None:
             for system, text in reader.formats():
                 writer.add_format(system, text)

@@ -9,6 +9,9 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TextIO
 
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs, find_tracefs
@@ -35,6 +38,35 @@ class Stop(Exception):
 
 def raise_stop(signum: int, frame: Any) -> None:
     raise Stop(signal.Signals(signum).name)
+
+
+@contextmanager
+def stop_signals() -> Iterator[None]:
+    """While the body runs, SIGTERM and SIGHUP raise :class:`Stop`, so that cleanup after it
+    runs as after Ctrl-C; the previous handlers are back before that cleanup."""
+    previous = {s: signal.signal(s, raise_stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def run_until_stopped(step: Callable[[], bool], deadline: float | None) -> str:
+    """Call ``step`` until ``deadline`` (monotonic), Ctrl-C, SIGTERM or SIGHUP (under
+    :func:`stop_signals`), sleeping a poll interval after a step that found nothing;
+    return why it stopped: ``duration``, ``interrupted`` or the signal's name."""
+    while True:
+        try:
+            found = step()
+            if deadline is not None and time.monotonic() >= deadline:
+                return "duration"
+            if not found:
+                time.sleep(POLL_INTERVAL)
+        except KeyboardInterrupt:
+            return "interrupted"
+        except Stop as signalled:
+            return str(signalled)
 
 
 def tracefs_of(args: argparse.Namespace) -> Tracefs:

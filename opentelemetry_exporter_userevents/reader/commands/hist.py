@@ -7,15 +7,13 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import time
 from typing import TextIO
 
 from opentelemetry_exporter_userevents.reader.commands.common import (
-    POLL_INTERVAL,
-    Stop,
     prefixes_of,
-    raise_stop,
+    run_until_stopped,
+    stop_signals,
     tracefs_of,
 )
 from opentelemetry_exporter_userevents.reader.hist_collector import HistCollector
@@ -27,27 +25,22 @@ def hist(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     collector = HistCollector(
         tracefs_of(args), prefixes_of(args), rescan_interval=args.rescan_interval
     )
-    previous = {s: signal.signal(s, raise_stop) for s in (signal.SIGTERM, signal.SIGHUP)}
     started = time.monotonic()
-    stop_reason = "duration"
     try:
-        collector.start()
-        if args.ready_file:  # tests and scripts wait for this before they start writing
-            with open(args.ready_file, "w") as f:
-                f.write(collector.instance)
-        deadline = started + args.duration if args.duration else None
-        try:
-            while deadline is None or time.monotonic() < deadline:
+        with stop_signals():
+            collector.start()
+            if args.ready_file:  # tests and scripts wait for this before they start writing
+                with open(args.ready_file, "w") as f:
+                    f.write(collector.instance)
+
+            def poll() -> bool:
                 collector.poll()
-                time.sleep(POLL_INTERVAL)
-        except KeyboardInterrupt:
-            stop_reason = "interrupted"
-        except Stop as signalled:
-            stop_reason = str(signalled)
-        result = collector.read()
+                return False  # the kernel counts; nothing to read until the end
+
+            deadline = started + args.duration if args.duration else None
+            stop_reason = run_until_stopped(poll, deadline)
+            result = collector.read()
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
         collector.close()
     render(result.tables, out)
     out.flush()

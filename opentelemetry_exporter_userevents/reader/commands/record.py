@@ -8,19 +8,17 @@ see :mod:`.capture`)."""
 from __future__ import annotations
 
 import argparse
-import signal
 import time
 from typing import TextIO
 
 from opentelemetry_exporter_userevents.reader.commands.capture import capture
 from opentelemetry_exporter_userevents.reader.commands.common import (
-    POLL_INTERVAL,
     PROGRESS_INTERVAL,
-    Stop,
     output_of,
     prefixes_of,
-    raise_stop,
     rebuilt_parts,
+    run_until_stopped,
+    stop_signals,
     tracefs_of,
 )
 from opentelemetry_exporter_userevents.reader.outputs import Output
@@ -39,42 +37,33 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return capture(args, reader, tracefs, err)
     output = output_of(args, out)
     rebuilder = Rebuilder(resource_wait=args.resource_wait)
-    previous = {s: signal.signal(s, raise_stop) for s in (signal.SIGTERM, signal.SIGHUP)}
     started = time.monotonic()
-    stop_reason = "duration"
     try:
-        reader.start()
-        for name, reason in {**reader.filter_rejected, **reader.incompatible}.items():
-            err.write(f"otel-userevents: not recording {name}: {reason}\n")
-        if args.ready_file:  # tests and scripts wait for this before they start writing
-            with open(args.ready_file, "w") as f:
-                f.write(reader.instance)
-        deadline = started + args.duration if args.duration else None
-        next_progress = started + PROGRESS_INTERVAL
-        while True:
-            try:
+        with stop_signals():
+            reader.start()
+            for name, reason in {**reader.filter_rejected, **reader.incompatible}.items():
+                err.write(f"otel-userevents: not recording {name}: {reason}\n")
+            if args.ready_file:  # tests and scripts wait for this before they start writing
+                with open(args.ready_file, "w") as f:
+                    f.write(reader.instance)
+            next_progress = started + PROGRESS_INTERVAL
+
+            def rebuild() -> bool:
+                nonlocal next_progress
                 records = reader.read()
                 output.write(rebuilder.add(records))
                 now = time.monotonic()
-                if deadline is not None and now >= deadline:
-                    break
                 if (args.progress or err.isatty()) and now >= next_progress:
                     err.write(_summary(reader, rebuilder, output, started, "") + "\n")
                     err.flush()
                     next_progress = now + PROGRESS_INTERVAL
-                if not records:
-                    time.sleep(POLL_INTERVAL)
-            except KeyboardInterrupt:
-                stop_reason = "interrupted"
-                break
-            except Stop as signalled:
-                stop_reason = str(signalled)
-                break
-        output.write(rebuilder.add(reader.read()))
-        output.write(rebuilder.flush())
+                return bool(records)
+
+            deadline = started + args.duration if args.duration else None
+            stop_reason = run_until_stopped(rebuild, deadline)
+            output.write(rebuilder.add(reader.read()))
+            output.write(rebuilder.flush())
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
         reader.close()
         output.close()
     if reader.cleanup_error:
