@@ -76,8 +76,7 @@ class UserEventsTracer(trace.Tracer):
         record_exception: bool = True,
         set_status_on_exception: bool = True,
     ) -> Span:
-        sampler = self._sampler
-        if not sampler._words[sampler._index]:
+        if not self._sampler._word[0]:
             return _detached_span(context)
         return self._tracer.start_span(
             name,
@@ -103,8 +102,7 @@ class UserEventsTracer(trace.Tracer):
         set_status_on_exception: bool = True,
         end_on_exit: bool = True,
     ) -> Iterator[Span]:
-        sampler = self._sampler
-        if not sampler._words[sampler._index]:
+        if not self._sampler._word[0]:
             # The current context already holds the parent; nothing new to attach.
             yield _detached_span(context)
             return

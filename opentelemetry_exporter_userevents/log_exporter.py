@@ -63,6 +63,8 @@ class UserEventsLogExporter(ExporterBase[ReadableLogRecord], LogRecordExporter):
         }
         # Severity number (0..24) -> registration, for one lookup per record.
         self._by_number = [self.registrations[severity_class(n)] for n in range(25)]
+        self.any_class_word = self._writer.shared_enable_word(list(self.registrations.values()))
+        """``any_class_word[0]`` is non-zero while any severity class is listened to."""
 
     def registration_for(self, number: int) -> Registration | None:
         """The registration of severity ``number``'s class (0 = unset counts as info)."""

@@ -42,17 +42,20 @@ class UserEventsLoggingHandler(LoggingHandler):
             warnings.simplefilter("ignore", DeprecationWarning)
             super().__init__(level=level, logger_provider=logger_provider)
         self.exporter = exporter
+        self._any_class = exporter.any_class_word
         self._enable = [enable_word(exporter.registration_for(n)) for n in range(25)]
-        # (words, index) by logging level number, filled on first use of each level.
-        self._by_level: dict[int, tuple[memoryview, int]] = {}
+        # The enable word by logging level number, filled on first use of each level.
+        self._by_level: dict[int, memoryview] = {}
 
     def handle(self, record: logging.LogRecord) -> bool:
+        if not self._any_class[0]:
+            return False
         try:
-            words, index = self._by_level[record.levelno]
+            word = self._by_level[record.levelno]
         except KeyError:
-            words, index = self._by_level.setdefault(
+            word = self._by_level.setdefault(
                 record.levelno, self._enable[std_to_otel(record.levelno).value]
             )
-        if not words[index]:
+        if not word[0]:
             return False
         return bool(super().handle(record))

@@ -202,10 +202,7 @@ class UserEventsMetricExporter(ExporterBase[PointItem], MetricExporter):
     @property
     def listened(self) -> bool:
         """True while a tracer listens to any of the metric tracepoints."""
-        for words, index in self._enable_words:
-            if words[index]:
-                return True
-        return False
+        return any(word[0] for word in self._enable_words)
 
     def _route(self, item: PointItem) -> Registration | None:
         return self._by_kind[item.kind]

@@ -39,10 +39,10 @@ class UserEventsSpanProcessor(SpanProcessor):
 
     def __init__(self, exporter: UserEventsSpanExporter | None = None) -> None:
         self.exporter = exporter if exporter is not None else UserEventsSpanExporter()
-        self._words, self._index = enable_word(self.exporter.registration)
+        self._word = enable_word(self.exporter.registration)
 
     def on_end(self, span: ReadableSpan) -> None:
-        if not self._words[self._index]:
+        if not self._word[0]:  # nobody listens: as close to a processor that does nothing
             return
         if not span.context.trace_flags.sampled:
             return
@@ -60,13 +60,15 @@ class UserEventsLogRecordProcessor(LogRecordProcessor):
 
     def __init__(self, exporter: UserEventsLogExporter | None = None) -> None:
         self.exporter = exporter if exporter is not None else UserEventsLogExporter()
-        # (enable words, index) per severity number 0..24, for one lookup and one read.
+        # One read while no class is listened to; then the class's word, by severity number.
+        self._any_class = self.exporter.any_class_word
         self._enable = [enable_word(self.exporter.registration_for(n)) for n in range(25)]
 
     def on_emit(self, log_record: ReadWriteLogRecord) -> None:
+        if not self._any_class[0]:  # no class listened to: as close to doing nothing
+            return
         number = log_record.log_record.severity_number
-        words, index = self._enable[number._value_ if number is not None else 0]
-        if not words[index]:
+        if not self._enable[number._value_ if number is not None else 0][0]:
             return
         readable = ReadableLogRecord(
             log_record=log_record.log_record,

@@ -72,12 +72,12 @@ class UserEventsSampler(Sampler):
             config.tracefs, {"span": (span_tracepoint(config.prefix), SPAN)}, config.multi_format
         )
         self.registration = self._writer.registrations["span"]
-        self._words, self._index = enable_word(self.registration)
+        self._word = enable_word(self.registration)
 
     @property
     def enabled(self) -> bool:
         """True while a tracer listens to the span tracepoint (one memory read)."""
-        return self._words[self._index] != 0
+        return self._word[0] != 0
 
     def should_sample(
         self,
@@ -89,7 +89,7 @@ class UserEventsSampler(Sampler):
         links: Sequence[Link] | None = None,
         trace_state: TraceState | None = None,
     ) -> SamplingResult:
-        if self._words[self._index]:
+        if self._word[0]:
             return self.parent.should_sample(
                 parent_context, trace_id, name, kind, attributes, links, trace_state
             )
@@ -104,8 +104,7 @@ class UserEventsSampler(Sampler):
 
     def close(self) -> None:
         """Unregister the tracepoint; the sampler then drops every span."""
-        self._index = 0  # first: a concurrent check may pair it with either view
-        self._words = enable_word(None)[0]
+        self._word = enable_word(None)
         self._writer.close()
 
 

@@ -39,7 +39,7 @@ def setup(tmp_path):
 
 
 def listen(sampler):
-    sampler._words, sampler._index = memoryview(bytearray(b"\1\0\0\0")).cast("I"), 0
+    sampler._word = memoryview(bytearray(b"\1\0\0\0")).cast("I")
 
 
 def test_detached_without_parent_makes_no_span(setup):
@@ -82,7 +82,7 @@ def test_detached_child_of_recording_parent_does_not_end_it(setup):
     tracer = provider.get_tracer("t")
     listen(sampler)
     parent = tracer.start_span("parent")
-    sampler._words, sampler._index = memoryview(bytearray(4)).cast("I"), 0
+    sampler._word = memoryview(bytearray(4)).cast("I")
     with tracer.start_as_current_span("c", context=set_span_in_context(parent)) as child:
         assert child.get_span_context() == parent.get_span_context()
     assert parent.is_recording()

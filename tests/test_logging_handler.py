@@ -55,7 +55,7 @@ def test_listened_record_equals_the_sdk_handlers(tmp_path):
     handler = UserEventsLoggingHandler(UserEventsLogExporter(tracefs=str(tmp_path)),
                                        logger_provider=ours_provider)  # fmt: skip
     word = memoryview(bytearray(b"\1\0\0\0")).cast("I")
-    handler._enable = [(word, 0)] * 25
+    handler._any_class, handler._enable = word, [word] * 25
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         sdk_handler = LoggingHandler(logger_provider=sdk_provider)

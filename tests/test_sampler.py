@@ -30,7 +30,7 @@ def fresh_warning(monkeypatch):
 
 def listened(sampler: UserEventsSampler) -> UserEventsSampler:
     """Pretend a tracer attached: point the sampler at a set enable word."""
-    sampler._words, sampler._index = memoryview(bytearray(b"\1\0\0\0")).cast("I"), 0
+    sampler._word = memoryview(bytearray(b"\1\0\0\0")).cast("I")
     return sampler
 
 

@@ -49,7 +49,7 @@ class ResourceAnnouncer:
         self._writer = writer
         self._redact = redact
         self._registration = registration
-        self._words, self._index = enable_word(registration)
+        self._word = enable_word(registration)
         self._interval_ms = interval_ms
         self._interval_s = interval_ms / 1000
         self._lock = threading.Lock()
@@ -84,7 +84,7 @@ class ResourceAnnouncer:
     def announce(self, resource: Resource) -> int:
         """Write ``resource``'s record if due; return its id."""
         rid, payload = self._entry(resource)
-        if not self._words[self._index]:
+        if not self._word[0]:
             self._was_enabled = False
             return rid
         now = time.monotonic()

@@ -22,6 +22,7 @@ from opentelemetry_exporter_userevents.record.schema import Schema
 from opentelemetry_exporter_userevents.record.tracepoints import commands
 
 _logger = logging.getLogger(__name__)
+_ALWAYS = memoryview(b"\xff\xff\xff\xff").cast("I")
 _warned_unavailable = False
 
 
@@ -125,6 +126,16 @@ class EventWriter:
     @property
     def available(self) -> bool:
         return self._data.available
+
+    def shared_enable_word(self, registrations: list[Registration | None]) -> memoryview:
+        """A word that is non-zero while any of ``registrations`` is listened to
+        (:meth:`UserEventsData.shared_enable_word`). If the kernel refuses it, a word that
+        is always non-zero: each registration's own word then decides, as before."""
+        try:
+            return self._data.shared_enable_word(registrations)
+        except UserEventsError as exc:
+            _logger.warning("user_events: no shared enable word (%s); each is read alone", exc)
+            return _ALWAYS
 
     def write(self, registration: Registration, payload: bytes) -> bool:
         """Write one record; count it written or dropped (never raises an OSError)."""

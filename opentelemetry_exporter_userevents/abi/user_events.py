@@ -14,6 +14,7 @@ import errno
 import os
 import struct
 import threading
+from collections.abc import Sequence
 
 from opentelemetry_exporter_userevents import _forksafe
 from opentelemetry_exporter_userevents.abi import uapi
@@ -78,8 +79,8 @@ _enable_words = _EnableWords()
 class Registration:
     """One registered event: its write index, tracepoint and enable word.
 
-    Hot paths take ``words, index = enable_word(reg)`` once and test ``words[index]``
-    inline (one memory read); the ``enabled`` property is the same read behind a call.
+    Hot paths take ``word = enable_word(reg)`` once and test ``word[0]`` inline (one
+    memory read); the ``enabled`` property is the same read behind a call.
     """
 
     __slots__ = (
@@ -88,6 +89,7 @@ class Registration:
         "command",
         "enable_address",
         "enable_index",
+        "enable_word",
         "enable_words",
         "flags",
         "index_bytes",
@@ -121,6 +123,8 @@ class Registration:
         """The write index as the 4 bytes that start every record (``os.writev``'s first part)."""
         self.enable_words = words
         self.enable_index = index
+        self.enable_word = words[index : index + 1]
+        """The enable word alone: ``enable_word[0]`` is the word."""
         self.enable_address = address
         self._tracepoint: str | None = None
 
@@ -186,6 +190,7 @@ class UserEventsData:
         self._lock = threading.Lock()
         _forksafe.register(self)
         self._registrations: dict[int, Registration] = {}
+        self._shared_words: list[tuple[int, list[tuple[int, str]]]] = []  # address, enablers
         self.tracefs, self.fd, self.reason = open_user_events_data(tracefs)
 
     @property
@@ -254,6 +259,46 @@ class UserEventsData:
                 raise  # the kernel may still write the word: never reuse it
         _enable_words.release(address)
 
+    def shared_enable_word(self, registrations: Sequence[Registration | None]) -> memoryview:
+        """One word for several events: bit ``i`` is the enable bit of ``registrations[i]``,
+        so ``word[0]`` is non-zero while any of them is listened to, and a hot path that
+        routes by a value it has not read yet (a log record's severity) tests all of them
+        with one read. Each event gets a second enabler at this word (the kernel keeps
+        every enabler of an event up to date, and changes only its own bit); they are
+        removed at :meth:`close`. None entries keep their bit at 0. Up to 32."""
+        if len(registrations) > 32:
+            raise ValueError("an enable word has 32 bits")
+        present = [(bit, r) for bit, r in enumerate(registrations) if r is not None]
+        if not present or not self.available:
+            return _NEVER
+        words, index, address = _enable_words.acquire()
+        added: list[tuple[int, str]] = []
+        try:
+            for bit, registration in present:
+                uapi.register_ioctl(self.fd, registration.command, registration.flags, address, bit)
+                added.append((bit, registration.command))
+        except BaseException:
+            for bit, command in added:
+                uapi.unregister_ioctl(self.fd, address, bit, command)
+            _enable_words.release(address)
+            raise
+        with self._lock:
+            self._shared_words.append((address, added))
+        return words[index : index + 1]
+
+    def _unregister_shared_words(self) -> None:
+        with self._lock:
+            shared, self._shared_words = self._shared_words, []
+        for address, enablers in shared:
+            released = True
+            for bit, command in enablers:
+                try:
+                    uapi.unregister_ioctl(self.fd, address, bit, command)
+                except UserEventsError as exc:
+                    released = released and exc.errno == errno.ENOENT
+            if released:  # else the kernel may still write the word: never reuse it
+                _enable_words.release(address)
+
     def delete(self, name: str) -> None:
         """Delete the events registered as ``name`` (needs no other user of them)."""
         if not self.available:
@@ -264,6 +309,8 @@ class UserEventsData:
         """Unregister every registration of this object, then close the file; idempotent."""
         with self._lock:
             registrations = list(self._registrations.values())
+        if self.fd >= 0:
+            self._unregister_shared_words()
         for registration in registrations:
             try:
                 registration.unregister()
@@ -292,10 +339,10 @@ class UserEventsData:
 _NEVER = memoryview(b"\0\0\0\0").cast("I")
 
 
-def enable_word(registration: Registration | None) -> tuple[memoryview, int]:
-    """Where to read ``registration``'s enable bit: ``words[index]`` is non-zero while a
-    tracer listens. Without a registration, a word that stays 0. The one way every hot
-    path reads the bit (one memory read, no call)."""
+def enable_word(registration: Registration | None) -> memoryview:
+    """Where to read ``registration``'s enable bit: ``word[0]`` is non-zero while a tracer
+    listens. Without a registration, a word that stays 0. The one way every hot path reads
+    the bit (one memory read, no call, one attribute: as cheap as Python can test)."""
     if registration is None:
-        return _NEVER, 0
-    return registration.enable_words, registration.enable_index
+        return _NEVER
+    return registration.enable_word

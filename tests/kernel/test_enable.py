@@ -165,3 +165,23 @@ def test_exec_drops_the_enablers_but_not_the_parent(data, event_name, tracefs, a
     os.waitpid(pid, 0)
 
     assert wait_until(lambda: registration.enabled)
+
+
+def test_a_shared_word_carries_each_events_bit(tracefs, event_name, attach):
+    """One word for several events (a second enabler per event): each event's bit follows
+    its own listener, without touching the others' or the events' own words."""
+    with UserEventsData(tracefs.path) as data:
+        first = data.register(f"{event_name}_a u32 a")
+        third = data.register(f"{event_name}_c u32 a")
+        word = data.shared_enable_word([first, None, third])
+        quiet = word[0]
+        attach(third)
+        third_only = (word[0], first.enable_word[0], third.enable_word[0])
+        attach(first)
+        both = word[0]
+    after_close = word[0]
+
+    assert quiet == 0
+    assert third_only == (1 << 2, 0, 1)
+    assert both == (1 << 0) | (1 << 2)
+    assert after_close == 0, "closing removes the shared enablers, and the kernel clears them"
