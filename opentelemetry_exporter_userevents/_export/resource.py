@@ -88,6 +88,10 @@ class ResourceAnnouncer:
             self._was_enabled = False
             return rid
         now = time.monotonic()
+        if self._was_enabled:  # the common case, without the lock: written, and not due
+            last = self._last_written.get(rid)
+            if last is not None and now - last < self._interval_s:
+                return rid
         with self._lock:
             became_enabled = not self._was_enabled
             if became_enabled:
