@@ -70,13 +70,16 @@ class UserEventsLogRecordProcessor(LogRecordProcessor):
         number = log_record.log_record.severity_number
         if not self._enable[number._value_ if number is not None else 0][0]:
             return
-        readable = ReadableLogRecord(
-            log_record=log_record.log_record,
-            resource=log_record.resource if log_record.resource is not None else Resource({}),
-            instrumentation_scope=log_record.instrumentation_scope,
-            limits=log_record.limits,
-        )
-        _export_now(self.exporter, readable)
+        if log_record.resource is None:  # the SDK's Logger always sets one
+            log_record = ReadableLogRecord(  # type: ignore[assignment]
+                log_record=log_record.log_record,
+                resource=Resource({}),
+                instrumentation_scope=log_record.instrumentation_scope,
+                limits=log_record.limits,
+            )
+        # Encoded as it is: a ReadWriteLogRecord has the fields of a ReadableLogRecord (the
+        # SDK keeps them in sync), and the record is written before this returns.
+        _export_now(self.exporter, log_record)
 
     def shutdown(self) -> None:
         self.exporter.shutdown()
