@@ -10,7 +10,8 @@ f ConsoleSpanExporter to /dev/null, g the sampler while not listened to (``g_off
 SDK's ALWAYS_OFF, the least any sampler can cost). ``c_batch`` and
 ``c_simple`` are the SDK's own processors around this exporter (the drop-in path without
 ``OTEL_PYTHON_CONFIGURATOR=user_events``, and a configuration file's ``simple``);
-``c_floor`` is a processor that does nothing, the least any processor costs.
+``c_floor`` is a processor that does nothing, the least any processor costs; ``d_floor`` is d
+writing one fixed payload instead of encoding each item, the least any encoder can cost.
 
 The ``logging`` signal is a standard-library ``logger.info`` call: b with no OpenTelemetry
 handler, h through ``UserEventsLoggingHandler`` (what the configurator installs) with
@@ -90,6 +91,7 @@ LABELS = {
         "c_batch": "SDK + BatchSpanProcessor(user_events), nobody listening",
         "c_simple": "SDK + SimpleSpanProcessor(user_events), nobody listening",
         "d": "SDK + user_events, ftrace listening",
+        "d_floor": "d writing one fixed payload, no encoding (any encoder's floor)",
         "e": "SDK + OTLP protobuf encoding",
         "f": "SDK + ConsoleSpanExporter to /dev/null",
         "g": "UserEventsTracerProvider (sampler) and user_events, nobody listening",
@@ -103,6 +105,7 @@ LABELS = {
         "c_batch": "SDK + BatchLogRecordProcessor(user_events), nobody listening",
         "c_simple": "SDK + SimpleLogRecordProcessor(user_events), nobody listening",
         "d": "SDK + user_events, ftrace listening",
+        "d_floor": "d writing one fixed payload, no encoding (any encoder's floor)",
         "e": "SDK + OTLP protobuf encoding",
         "f": "SDK + ConsoleLogRecordExporter to /dev/null",
     },
@@ -199,6 +202,24 @@ class NothingLogRecordProcessor(LogRecordProcessor):
         return True
 
 
+def fixed_payload(exporter: UserEventsSpanExporter | UserEventsLogExporter) -> None:
+    """Make ``exporter`` write the payload of the first item it encodes for every item: the
+    listened path (enable bit, resource, one ``writev``, the kernel's record) without the
+    cost of encoding."""
+    payloads: list[tuple[bytes, bool]] = []
+    real = exporter._export_items
+
+    def export_items(items: Any, route: Any, encode: Any, redact: Any) -> bool:
+        def fixed(item: Any, resource_id: int, max_size: int) -> tuple[bytes, bool]:
+            if not payloads:
+                payloads.append(encode(item, resource_id, max_size))
+            return payloads[0]
+
+        return real(items, route, fixed, redact)
+
+    exporter._export_items = export_items  # type: ignore[method-assign]
+
+
 # --- ftrace listening --------------------------------------------------------------------
 
 
@@ -240,10 +261,12 @@ def span_setup(key: str) -> Setup:
     setup.closers.append(provider.shutdown)
     if sampler is not None:
         setup.closers.append(sampler.close)
-    if key in ("c", "d", "g"):
+    if key in ("c", "d", "d_floor", "g"):
         exporter = UserEventsSpanExporter(prefix=prefix)
         provider.add_span_processor(UserEventsSpanProcessor(exporter))
-        if key == "d":
+        if key == "d_floor":
+            fixed_payload(exporter)
+        if key in ("d", "d_floor"):
             listening = Listening(
                 [exporter.registration, exporter._writer.registrations["resource"]]
             )
@@ -273,10 +296,12 @@ def log_setup(key: str) -> Setup:
     provider = LoggerProvider(resource=RESOURCE)
     setup = Setup(key, log_workload(provider.get_logger("checkout", "1.0.0")))
     setup.closers.append(provider.shutdown)
-    if key in ("c", "d"):
+    if key in ("c", "d", "d_floor"):
         exporter = UserEventsLogExporter(prefix=prefix)
         provider.add_log_record_processor(UserEventsLogRecordProcessor(exporter))
-        if key == "d":
+        if key == "d_floor":
+            fixed_payload(exporter)
+        if key in ("d", "d_floor"):
             registrations = [
                 exporter.registrations["info"],
                 exporter._writer.registrations["resource"],
@@ -343,7 +368,7 @@ def logging_setup(key: str) -> Setup:
 
 HOST_KEYS = ("a", "b", "c", "c_floor", "c_batch", "c_simple", "e", "f", "g", "g_off", "h",
              "h_sdk")  # fmt: skip
-GUEST_KEYS = ("a", "b", "c", "c_floor", "d", "e", "f", "g", "g_off", "h", "h_sdk")
+GUEST_KEYS = ("a", "b", "c", "c_floor", "d", "d_floor", "e", "f", "g", "g_off", "h", "h_sdk")
 SETUPS = {"spans": span_setup, "logs": log_setup, "logging": logging_setup}
 
 

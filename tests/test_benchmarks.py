@@ -46,7 +46,7 @@ def test_report_computes_the_targets_as_ratios():
     results = {
         "host": run(a=10, b=100, c=101.5, c_floor=101.2, e=400, f=500, g=12, h=105),
         "guests": {
-            "bzImage": run(a=10, b=100, c=110, d=170, e=400, f=500, g=16, h=120),
+            "bzImage": run(a=10, b=100, c=110, d=170, d_floor=130, e=400, f=500, g=16, h=120),
             "bzImage-no-multi-format": run(a=10, b=100, c=110, d=150, e=400, f=500, g=16),
         },
     }
@@ -59,6 +59,8 @@ def test_report_computes_the_targets_as_ratios():
     assert found["Disabled", "spans", "host"].floor == pytest.approx(0.012)
     assert ("Disabled", "spans", "bzImage") not in found, "the guest is too noisy for 0.5%"
     assert found["Encode", "spans", "bzImage"].value == pytest.approx(70 / 300)
+    assert found["Encode", "spans", "bzImage"].floor == pytest.approx(30 / 300)
+    assert found["Encode", "spans", "bzImage-no-multi-format"].floor is None
     assert not found["Encode", "spans", "bzImage"].met
     assert found["Encode", "spans", "bzImage-no-multi-format"].met
     assert found["Traced", "spans", "host"].met
@@ -67,6 +69,7 @@ def test_report_computes_the_targets_as_ratios():
     assert found["logging", "logging", "host"].met
     assert "SDK + user_events, ftrace listening" in text and "MISSED" in text
     assert "1.015" in text  # c as a multiple of b, host column
+    assert "the least possible: 10.0%" in text  # d_floor, the encoding share without encoding
     assert "bzImage-no-multi-format, × b" in text  # a column per kernel image
     assert "UserEventsLoggingHandler, ftrace listening" in text
 
