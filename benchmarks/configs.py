@@ -226,12 +226,13 @@ def fixed_payload(exporter: UserEventsSpanExporter | UserEventsLogExporter) -> N
 class Listening:
     """ftrace attached to some tracepoints, in a tracefs instance of its own."""
 
-    def __init__(self, registrations: Sequence[Registration | None]) -> None:
+    def __init__(self, registrations: Sequence[Registration | None], name: str) -> None:
+        """``name``: the configuration's, for an instance of its own (``bench_<name>_<pid>``)."""
         tracefs = Tracefs.find()
         if tracefs is None or any(r is None or not r.tracepoint for r in registrations):
             raise RuntimeError("listening needs user_events (run it in the test bed)")
         self.tracefs = tracefs
-        self.instance = f"bench_{os.getpid()}"
+        self.instance = f"bench_{name}_{os.getpid()}"
         os.mkdir(os.path.join(tracefs.path, "instances", self.instance))
         self.attached = [(r.system, r.tracepoint) for r in registrations if r and r.tracepoint]
         for system, name in self.attached:
@@ -268,7 +269,7 @@ def span_setup(key: str) -> Setup:
             fixed_payload(exporter)
         if key in ("d", "d_floor"):
             listening = Listening(
-                [exporter.registration, exporter._writer.registrations["resource"]]
+                [exporter.registration, exporter._writer.registrations["resource"]], prefix
             )
             setup.closers.append(listening.close)
     elif key == "c_floor":
@@ -306,7 +307,7 @@ def log_setup(key: str) -> Setup:
                 exporter.registrations["info"],
                 exporter._writer.registrations["resource"],
             ]
-            listening = Listening(registrations)
+            listening = Listening(registrations, prefix)
             setup.closers.append(listening.close)
     elif key == "c_floor":
         provider.add_log_record_processor(NothingLogRecordProcessor())
@@ -362,7 +363,7 @@ def logging_setup(key: str) -> Setup:
     setup.closers += [provider.shutdown, lambda: logger.removeHandler(handler)]
     if key == "d":
         registrations = [exporter.registrations["info"], exporter._writer.registrations["resource"]]
-        setup.closers.append(Listening(registrations).close)
+        setup.closers.append(Listening(registrations, f"{PREFIX}_l{key}").close)
     return setup
 
 
