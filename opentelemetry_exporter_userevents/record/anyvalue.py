@@ -138,11 +138,15 @@ def encode_flat(value: Mapping[str, Any]) -> str | None:
     simple values (str, int, float, bool, None) with str keys; None when it needs
     :func:`encode` itself. Lets callers build larger texts from attributes cheaply."""
     kind = type(value)
-    if kind is not dict:
+    if kind is BoundedAttributes or kind is MappingProxyType:  # the SDK's: a C-speed copy
+        value = value.copy()  # type: ignore[attr-defined]
+        if type(value) is not dict:
+            value = dict(value)
+    elif kind is not dict:
         if not isinstance(value, _FLAT_MAPPINGS):
             return None
-        return _encode_flat(_as_dict(value))
-    return _encode_flat(value)  # type: ignore[arg-type]  # kind is dict
+        value = _as_dict(value)
+    return _encode_flat(value)  # type: ignore[arg-type]  # a dict now
 
 
 def encode_str(text: str) -> str | None:

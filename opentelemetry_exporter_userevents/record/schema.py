@@ -89,7 +89,7 @@ class Schema:
 
     def size(self, texts: Sequence[bytes]) -> int:
         """The payload size :meth:`pack` would produce for these texts."""
-        return self.header_size + sum(len(t) for t in texts) + len(texts)
+        return self.header_size + len(texts) + sum(map(len, texts))
 
     def unpack(self, record: bytes | memoryview, fmt: EventFormat) -> dict[str, Any]:
         """The field values of one trace record (common header included), located by the
