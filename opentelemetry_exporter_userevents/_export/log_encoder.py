@@ -42,28 +42,27 @@ def encode_log(readable: ReadableLogRecord, resource_id: int, max_size: int) -> 
     the record as dropped).
     """
     record = readable.log_record
+    severity_text = record.severity_text
+    event_name = record.event_name
+    body = record.body
     attributes, bad_attributes = encode_attributes(record.attributes)
     texts = [
-        encode_plain(record.severity_text or ""),
-        encode_plain(record.event_name or ""),
-        anyvalue.encode(record.body, "body").encode(),
+        encode_plain(severity_text or ""),
+        encode_plain(event_name or ""),
+        anyvalue.encode(body, "body").encode(),
         attributes,
         encode_scope(readable.instrumentation_scope),
     ]
     dropped = readable.dropped_attributes + bad_attributes
     truncated = 0
-    if LOG.size(texts) > max_size:
+    if _LOG_OVERHEAD + sum(map(len, texts)) > max_size:
         fitter = RecordFitter(LOG, texts, max_size)
         fitter.cap_texts(_CUTTABLE)
         dropped += fitter.drop_attributes(_ATTRIBUTES, record.attributes)
         fitter.cut_body(_BODY)
         fitter.cut_texts(_CUTTABLE)
         truncated = fitter.truncated
-    flags = (
-        (LOG_SEVERITY_TEXT if record.severity_text is not None else 0)
-        | (LOG_EVENT_NAME if record.event_name is not None else 0)
-        | (LOG_BODY if record.body is not None else 0)
-    )
+    number = record.severity_number
     fixed = (
         record.timestamp or 0,
         record.observed_timestamp or 0,
@@ -71,9 +70,15 @@ def encode_log(readable: ReadableLogRecord, resource_id: int, max_size: int) -> 
         b"%032x" % (record.trace_id or 0),
         b"%016x" % (record.span_id or 0),
         dropped,
-        severity_number(readable),
+        number._value_ if number is not None else 0,  # _value_: a plain read, unlike .value
         int(record.trace_flags or 0),
-        flags,
+        (LOG_SEVERITY_TEXT if severity_text is not None else 0)
+        | (LOG_EVENT_NAME if event_name is not None else 0)
+        | (LOG_BODY if body is not None else 0),
         truncated,
     )
     return LOG.pack(fixed, texts), bool(truncated)
+
+
+_LOG_OVERHEAD = LOG.size([b""] * len(LOG.texts))
+"""The payload size of a log record whose texts are all empty: the fixed fields and NULs."""
