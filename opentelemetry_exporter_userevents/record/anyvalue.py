@@ -106,7 +106,7 @@ def encode(value: Any, path: str = "value") -> str:
         if text is not None:
             return text
     elif isinstance(value, _FLAT_MAPPINGS):  # attributes: try the fast path
-        text = _encode_flat(_as_dict(value))
+        text = encode_flat(value)
         if text is not None:
             return text
     try:
@@ -125,14 +125,6 @@ def encode(value: Any, path: str = "value") -> str:
 _FLAT_MAPPINGS = (dict, MappingProxyType, BoundedAttributes)
 
 
-def _as_dict(value: Mapping[str, Any]) -> dict[str, Any]:
-    if type(value) is MappingProxyType or type(value) is BoundedAttributes:
-        copied = value.copy()
-        if type(copied) is dict:
-            return copied
-    return value if type(value) is dict else dict(value)
-
-
 def encode_flat(value: Mapping[str, Any]) -> str | None:
     """What :func:`encode` writes for a dict, MappingProxyType or BoundedAttributes of
     simple values (str, int, float, bool, None) with str keys; None when it needs
@@ -145,7 +137,7 @@ def encode_flat(value: Mapping[str, Any]) -> str | None:
     elif kind is not dict:
         if not isinstance(value, _FLAT_MAPPINGS):
             return None
-        value = _as_dict(value)
+        value = dict(value)  # a subclass of one of them
     return _encode_flat(value)  # type: ignore[arg-type]  # a dict now
 
 
