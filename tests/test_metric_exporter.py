@@ -175,7 +175,7 @@ def test_each_kind_goes_to_its_tracepoint_only_while_listened(monkeypatch, tmp_p
     fake = FakeKernel(monkeypatch, tmp_path)
     exporter = UserEventsMetricExporter(tracefs=fake.tracefs, prefix="k")
     histograms = exporter.registrations["metric_histogram"]
-    histograms.enable_words[histograms.enable_index] = 0  # nobody listens to histograms
+    histograms.enable_word[0] = 0  # nobody listens to histograms
     data = _collection()
     assert exporter.export(data).name == "SUCCESS"
     assert exporter.export(None).name == "FAILURE"  # not MetricsData: refused, not raised

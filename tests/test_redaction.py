@@ -123,7 +123,7 @@ def test_the_redactor_runs_only_for_records_a_tracer_listens_to(monkeypatch, tmp
         tracefs=fake.tracefs, prefix="r", redact=lambda k, v: calls.append(k) or v
     )
     registration = exporter.registration
-    registration.enable_words[registration.enable_index] = 0  # nobody listens
+    registration.enable_word[0] = 0  # nobody listens
 
     exporter.export(make_spans())
     fake.settle(exporter)

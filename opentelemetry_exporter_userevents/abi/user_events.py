@@ -88,9 +88,7 @@ class Registration:
         "_tracepoint",
         "command",
         "enable_address",
-        "enable_index",
         "enable_word",
-        "enable_words",
         "flags",
         "index_bytes",
         "name",
@@ -107,8 +105,7 @@ class Registration:
         command: str,
         flags: int,
         write_index: int,
-        words: memoryview,
-        index: int,
+        word: memoryview,
         address: int,
     ) -> None:
         self._data = data
@@ -121,17 +118,15 @@ class Registration:
         self.write_index = write_index
         self.index_bytes = struct.pack("<i", write_index)
         """The write index as the 4 bytes that start every record (``os.writev``'s first part)."""
-        self.enable_words = words
-        self.enable_index = index
-        self.enable_word = words[index : index + 1]
-        """The enable word alone: ``enable_word[0]`` is the word."""
+        self.enable_word = word
+        """A one-element view of the enable word: ``enable_word[0]`` is the word."""
         self.enable_address = address
         self._tracepoint: str | None = None
 
     @property
     def enabled(self) -> bool:
         """True while any tracer (ftrace in any instance, perf, eBPF) is attached."""
-        return self.enable_words[self.enable_index] != 0
+        return self.enable_word[0] != 0
 
     @property
     def registered(self) -> bool:
@@ -240,7 +235,9 @@ class UserEventsData:
         except BaseException:
             _enable_words.release(address)
             raise
-        registration = Registration(self, command, flags, write_index, words, index, address)
+        registration = Registration(
+            self, command, flags, write_index, words[index : index + 1], address
+        )
         with self._lock:
             self._registrations[address] = registration
         return registration

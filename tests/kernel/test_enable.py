@@ -21,9 +21,9 @@ def test_bit_follows_tracefs_enable(data, event_name, tracefs):
     assert registration.enabled is False
 
     tracefs.set_enabled(registration.system, registration.tracepoint, True)
-    on = registration.enable_words[registration.enable_index]
+    on = registration.enable_word[0]
     tracefs.set_enabled(registration.system, registration.tracepoint, False)
-    off = registration.enable_words[registration.enable_index]
+    off = registration.enable_word[0]
 
     assert (on, off) == (1, 0)
 
@@ -92,15 +92,15 @@ def test_unregister_clears_the_bit_and_stops_updates(data, event_name, tracefs, 
     keeper = data.register(f"{event_name} u32 a")  # keeps the tracepoint alive
     attach(keeper)
     assert registration.enabled is True
-    words, index = registration.enable_words, registration.enable_index
+    word = registration.enable_word
 
     registration.unregister()
-    cleared = words[index]
+    cleared = word[0]
     tracefs.set_enabled(keeper.system, keeper.tracepoint, False)
     tracefs.set_enabled(keeper.system, keeper.tracepoint, True)
 
     assert cleared == 0
-    assert words[index] == 0, "the kernel no longer writes an unregistered word"
+    assert word[0] == 0, "the kernel no longer writes an unregistered word"
     assert keeper.enabled is True
     registration.unregister()  # idempotent
 
@@ -120,7 +120,7 @@ def test_forked_child_sees_enables_and_its_unregister_leaves_the_parent(data, ev
             wait_until(lambda: registration.enabled, 60.0)  # a cap, not a wait
             os.write(up_w, b"1" if registration.enabled else b"0")
             registration.unregister()
-            os.write(up_w, b"%d" % registration.enable_words[registration.enable_index])
+            os.write(up_w, b"%d" % registration.enable_word[0])
         finally:
             os._exit(0)
     os.close(up_w)

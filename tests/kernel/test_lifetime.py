@@ -72,6 +72,6 @@ def test_close_unregisters_every_registration(tracefs, event_name, attach):
 
     data.close()
 
-    assert [r.enable_words[r.enable_index] for r in registrations] == [0, 0, 0]
+    assert [r.enable_word[0] for r in registrations] == [0, 0, 0]
     assert kept.enabled is True
     keeper.close()
