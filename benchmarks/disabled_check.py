@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import sys
-import timeit
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -21,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from opentelemetry.sdk.trace import SpanProcessor  # noqa: E402
 
 from benchmarks.configs import NothingLogRecordProcessor  # noqa: E402
+from benchmarks.measure import calling, measure, summary  # noqa: E402
 from opentelemetry_exporter_userevents import (  # noqa: E402
     UserEventsLogExporter,
     UserEventsLogRecordProcessor,
@@ -39,11 +39,10 @@ def main(calls: int = 200_000, rounds: int = 15) -> None:
         "logs, a processor that does nothing": NothingLogRecordProcessor().on_emit,
         "logs, UserEventsLogRecordProcessor": UserEventsLogRecordProcessor(log_exporter).on_emit,
     }
-    best = dict.fromkeys(calls_of, float("inf"))
-    for _ in range(rounds):
-        for name, call in calls_of.items():
-            seconds = timeit.timeit("call(None)", globals={"call": call}, number=calls)
-            best[name] = min(best[name], seconds / calls * 1e9)
+    samples = measure(
+        lambda name: calling(name, calls_of[name], None), list(calls_of), calls, rounds
+    )
+    best = {name: timing["best"] for name, timing in summary(samples).items()}
     for name, ns in best.items():
         print(f"{name:40} {ns:6.1f} ns per call")
     for signal in ("spans", "logs"):

@@ -17,7 +17,6 @@ import argparse
 import cProfile
 import pstats
 import sys
-import timeit
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,6 +38,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
 )
 
 from benchmarks.configs import ATTRIBUTES, RESOURCE, span_workload  # noqa: E402
+from benchmarks.measure import calling, measure, summary  # noqa: E402
 from opentelemetry_exporter_userevents._export.log_encoder import encode_log  # noqa: E402
 from opentelemetry_exporter_userevents._export.span_encoder import encode_span  # noqa: E402
 
@@ -76,11 +76,8 @@ def main() -> None:
         "encode_log": lambda: encode_log(log, 1, MAX_SIZE),
         "OTLP log record": lambda: encode_logs([log]).SerializeToString(),
     }
-    best = dict.fromkeys(work, float("inf"))
-    for _ in range(options.rounds):
-        for name, call in work.items():
-            seconds = timeit.timeit(call, number=options.n)
-            best[name] = min(best[name], seconds / options.n * 1e6)
+    samples = measure(lambda name: calling(name, work[name]), list(work), options.n, options.rounds)
+    best = {name: timing["best"] / 1000 for name, timing in summary(samples).items()}
     for name, micros in best.items():
         print(f"{name:16} {micros:7.2f} µs")
     print(f"encode_span / OTLP: {best['encode_span'] / best['OTLP span']:.1%}")

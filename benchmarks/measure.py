@@ -40,6 +40,16 @@ def measure(
     return samples
 
 
+def calling(key: str, call: Callable[..., object], *args: object) -> Setup:
+    """A configuration whose operation is one ``call(*args)``: for timing a function alone."""
+
+    def run(n: int) -> None:
+        for _ in range(n):
+            call(*args)
+
+    return Setup(key, run)
+
+
 def _time(setup: Setup, n: int) -> float:
     gc.collect()
     gc.disable()  # as timeit does: a collection lands on whichever configuration runs then
