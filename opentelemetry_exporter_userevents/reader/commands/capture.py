@@ -30,7 +30,7 @@ def capture(args: argparse.Namespace, reader: TraceReader, tracefs: Tracefs, err
     started = time.monotonic()
     writer: TraceDatWriter | None = None
     try:
-        with stop_signals():
+        with stop_signals() as stop:
             reader.start()
             writer = TraceDatWriter(
                 args.capture,
@@ -49,7 +49,7 @@ def capture(args: argparse.Namespace, reader: TraceReader, tracefs: Tracefs, err
                 return bool(pages)
 
             deadline = started + args.duration if args.duration else None
-            stop_reason = run_until_stopped(keep_pages, deadline)
+            stop_reason = run_until_stopped(keep_pages, deadline, stop)
             for cpu, page in reader.read_cpu_pages():
                 writer.add_page(cpu, page)
     finally:

@@ -32,41 +32,50 @@ POLL_INTERVAL = 0.2
 PROGRESS_INTERVAL = 2.0
 
 
-class Stop(Exception):
-    """SIGTERM or SIGHUP: stop recording and clean up, like Ctrl-C."""
+class StopSignals:
+    """Ctrl-C, SIGTERM and SIGHUP while a command reads, noted and acted on between two steps.
 
+    Never raised inside a step: one interrupted after it took pages from the kernel's buffer,
+    and before it handed on their records, would lose them with no count. A second Ctrl-C
+    raises KeyboardInterrupt, for a step or final flush that does not return."""
 
-def raise_stop(signum: int, frame: Any) -> None:
-    raise Stop(signal.Signals(signum).name)
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        """``interrupted`` (Ctrl-C), ``SIGTERM`` or ``SIGHUP``; None until one came."""
+
+    def note(self, signum: int, frame: Any) -> None:
+        if signum == signal.SIGINT and self.reason == "interrupted":
+            raise KeyboardInterrupt
+        if self.reason is None:
+            self.reason = "interrupted" if signum == signal.SIGINT else signal.Signals(signum).name
 
 
 @contextmanager
-def stop_signals() -> Iterator[None]:
-    """While the body runs, SIGTERM and SIGHUP raise :class:`Stop`, so that cleanup after it
-    runs as after Ctrl-C; the previous handlers are back before that cleanup."""
-    previous = {s: signal.signal(s, raise_stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+def stop_signals() -> Iterator[StopSignals]:
+    """While the body runs, Ctrl-C, SIGTERM and SIGHUP are noted in the :class:`StopSignals`
+    it is given; the previous handlers are back before the cleanup after it."""
+    stop = StopSignals()
+    signums = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {s: signal.signal(s, stop.note) for s in signums}
     try:
-        yield
+        yield stop
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 
 
-def run_until_stopped(step: Callable[[], bool], deadline: float | None) -> str:
-    """Call ``step`` until ``deadline`` (monotonic), Ctrl-C, SIGTERM or SIGHUP (under
-    :func:`stop_signals`), sleeping a poll interval after a step that found nothing;
-    return why it stopped: ``duration``, ``interrupted`` or the signal's name."""
+def run_until_stopped(step: Callable[[], bool], deadline: float | None, stop: StopSignals) -> str:
+    """Call ``step`` until ``deadline`` (monotonic) or a signal noted in ``stop``, sleeping a
+    poll interval after a step that found nothing; return why it stopped: ``duration``,
+    ``interrupted`` or the signal's name."""
     while True:
-        try:
-            found = step()
-            if deadline is not None and time.monotonic() >= deadline:
-                return "duration"
-            if not found:
-                time.sleep(POLL_INTERVAL)
-        except KeyboardInterrupt:
-            return "interrupted"
-        except Stop as signalled:
-            return str(signalled)
+        found = step()
+        if stop.reason is not None:
+            return stop.reason
+        if deadline is not None and time.monotonic() >= deadline:
+            return "duration"
+        if not found:
+            time.sleep(POLL_INTERVAL)  # resumed after a signal (PEP 475): at most this late
 
 
 def tracefs_of(args: argparse.Namespace) -> Tracefs:

@@ -27,7 +27,7 @@ def hist(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     )
     started = time.monotonic()
     try:
-        with stop_signals():
+        with stop_signals() as stop:
             collector.start()
             if args.ready_file:  # tests and scripts wait for this before they start writing
                 with open(args.ready_file, "w") as f:
@@ -38,7 +38,7 @@ def hist(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 return False  # the kernel counts; nothing to read until the end
 
             deadline = started + args.duration if args.duration else None
-            stop_reason = run_until_stopped(poll, deadline)
+            stop_reason = run_until_stopped(poll, deadline, stop)
             result = collector.read()
     finally:
         collector.close()

@@ -39,7 +39,7 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     rebuilder = Rebuilder(resource_wait=args.resource_wait)
     started = time.monotonic()
     try:
-        with stop_signals():
+        with stop_signals() as stop:
             reader.start()
             for name, reason in {**reader.filter_rejected, **reader.incompatible}.items():
                 err.write(f"otel-userevents: not recording {name}: {reason}\n")
@@ -60,7 +60,7 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 return bool(records)
 
             deadline = started + args.duration if args.duration else None
-            stop_reason = run_until_stopped(rebuild, deadline)
+            stop_reason = run_until_stopped(rebuild, deadline, stop)
             output.write(rebuilder.add(reader.read()))
             output.write(rebuilder.flush())
     finally:
