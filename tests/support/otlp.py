@@ -34,3 +34,26 @@ def flatten(requests: list[dict[str, Any]], kind: str) -> dict[str, str]:
                     assert key not in flat
                     flat[key] = text
     return flat
+
+
+def metric_points(requests: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """Each metric's data points in order, by resource, scope and the metric without its
+    points: a reader writes a request per read, and a read can end inside a collection."""
+    points: dict[str, list[Any]] = {}
+    for request in requests:
+        for resource in request.get("resourceMetrics", ()):
+            for scope in resource.get("scopeMetrics", ()):
+                for metric in scope.get("metrics", ()):
+                    kind = next(k for k, v in metric.items() if isinstance(v, dict))
+                    data = {k: v for k, v in metric[kind].items() if k != "dataPoints"}
+                    identity = {
+                        "resource": resource["resource"],
+                        "resourceSchemaUrl": resource.get("schemaUrl"),
+                        "scope": scope.get("scope"),
+                        "scopeSchemaUrl": scope.get("schemaUrl"),
+                        "metric": {k: v for k, v in metric.items() if k != kind},
+                        kind: data,
+                    }
+                    key = json.dumps(identity, sort_keys=True)
+                    points.setdefault(key, []).extend(metric[kind]["dataPoints"])
+    return points
