@@ -279,13 +279,13 @@ def test_every_registration_errno_has_a_meaning(err):
 def test_enable_words_are_aligned_distinct_and_reused_after_release():
     words = user_events._EnableWords()
     taken = [words.acquire() for _ in range(words._BLOCK + 2)]
-    addresses = [address for _, _, address in taken]
+    addresses = [address for _, address in taken]
 
     assert len(set(addresses)) == len(addresses)
     assert all(address % 8 in (0, 4) for address in addresses)
-    view, index, address = taken[5]
+    word, address = taken[5]
     uapi.ffi.cast("uint32_t *", address)[0] = 7  # what the kernel would do
-    assert view[index] == 7
+    assert word[0] == 7
     words.release(address)
-    again_view, again_index, again_address = words.acquire()
-    assert again_address == address and again_view[again_index] == 0
+    again_word, again_address = words.acquire()
+    assert again_address == address and again_word[0] == 0

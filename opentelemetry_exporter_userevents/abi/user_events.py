@@ -47,8 +47,8 @@ class _EnableWords:
         self._blocks: list[tuple[object, memoryview, int]] = []
         self._free: list[tuple[int, int]] = []
 
-    def acquire(self) -> tuple[memoryview, int, int]:
-        """Return (view of the block as u32 words, index in the block, address of the word)."""
+    def acquire(self) -> tuple[memoryview, int]:
+        """Return (a one-element view of a zeroed word, its address)."""
         with self._lock:
             if not self._free:
                 block = ffi.new("uint32_t[]", self._BLOCK)
@@ -59,8 +59,9 @@ class _EnableWords:
                 self._free.extend((number, i) for i in reversed(range(self._BLOCK)))
             number, index = self._free.pop()
         _, view, base = self._blocks[number]
-        view[index] = 0
-        return view, index, base + 4 * index
+        word = view[index : index + 1]
+        word[0] = 0
+        return word, base + 4 * index
 
     def release(self, address: int) -> None:
         with self._lock:
@@ -215,7 +216,7 @@ class UserEventsData:
             command = fallback
         if len(command.encode()) > MAX_COMMAND_BYTES:
             raise UserEventsError("register", errno.EINVAL, command)
-        words, index, address = _enable_words.acquire()
+        word, address = _enable_words.acquire()
         try:
             try:
                 write_index = uapi.register_ioctl(self.fd, command, flags, address, 0)
@@ -235,9 +236,7 @@ class UserEventsData:
         except BaseException:
             _enable_words.release(address)
             raise
-        registration = Registration(
-            self, command, flags, write_index, words[index : index + 1], address
-        )
+        registration = Registration(self, command, flags, write_index, word, address)
         with self._lock:
             self._registrations[address] = registration
         return registration
@@ -268,7 +267,7 @@ class UserEventsData:
         present = [(bit, r) for bit, r in enumerate(registrations) if r is not None]
         if not present or not self.available:
             return _NEVER
-        words, index, address = _enable_words.acquire()
+        word, address = _enable_words.acquire()
         added: list[tuple[int, str]] = []
         try:
             for bit, registration in present:
@@ -281,7 +280,7 @@ class UserEventsData:
             raise
         with self._lock:
             self._shared_words.append((address, added))
-        return words[index : index + 1]
+        return word
 
     def _unregister_shared_words(self) -> None:
         with self._lock:
