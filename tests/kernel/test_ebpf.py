@@ -108,8 +108,7 @@ def span_event(prefix):
 def test_bpftrace_lists_our_tracepoints_but_cannot_read_their_fields(span_event, tracefs, tmp_path):
     bpftrace = _bpftrace()
     name = span_event.tracepoint
-    with open(f"{tracefs.event_dir('user_events', name)}/format") as f:
-        text = f.read()
+    text = tracefs.format_text(span_event.system, name)
     unsized = re.findall(r"\tfield:char (\w+)\[\];", text)  # the others printed garbage
     listed = subprocess.run(
         [bpftrace, "-l", f"tracepoint:user_events:{name}"], capture_output=True, text=True
