@@ -1,0 +1,43 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""Text from records, captures and tracefs made safe for an operator's terminal.
+
+Any local process that may write user_events chooses the texts the reader shows (span and
+service names, status descriptions, severity texts, event names, tracefs lines), and the
+reader runs as root. A raw ``ESC ] 0 ; ... BEL`` retitles the terminal, and CSI sequences
+move the cursor or rewrite lines already shown. So every text a human reads goes through
+:func:`printable` first: C0 controls, DEL, C1 controls (which some terminals take as ESC +
+a letter) and every other non-printable character become their Python escapes, on one line.
+"""
+
+from __future__ import annotations
+
+import re
+
+_UNSAFE = re.compile(r"[^\x20-\x7e\xa0-\U0010ffff]|[^\S ]|[\u2028\u2029\u200e\u200f\u202a-\u202e]")
+"""C0 (incl. ESC, newline, tab), DEL, C1, other whitespace but space, and the line and
+direction marks that reorder or break what follows."""
+
+
+def printable(text: str) -> str:
+    """``text`` on one line, with no character a terminal acts on: each such character
+    is replaced by its escape (``\\x1b``, ``\\n``, ``\\x9b``, ``\\u202e``)."""
+    if text.isprintable() and _UNSAFE.search(text) is None:
+        return text
+    return "".join(c if c.isprintable() and _UNSAFE.match(c) is None else _escape(c) for c in text)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if code < 0x80:
+        return repr(char)[1:-1]
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def cut(text: str, width: int) -> str:
+    """:func:`printable` ``text``, at most ``width`` characters (the last one ``…`` when cut)."""
+    safe = printable(text)
+    return safe if len(safe) <= width else safe[: width - 1] + "…"
