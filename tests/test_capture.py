@@ -17,7 +17,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from opentelemetry_exporter_userevents._export.log_encoder import encode_log
-from opentelemetry_exporter_userevents._export.resource import hash_resource
 from opentelemetry_exporter_userevents._export.span_encoder import encode_span
 from opentelemetry_exporter_userevents.abi.ring_buffer import FTRACE_MAX_PAYLOAD
 from opentelemetry_exporter_userevents.reader import cli, otlp_json
@@ -38,6 +37,7 @@ from opentelemetry_exporter_userevents.reader.capture.tracing_data import (
     write_tracing_data,
 )
 from opentelemetry_exporter_userevents.record import anyvalue, schema
+from opentelemetry_exporter_userevents.record.resource_id import hash_resource
 from tests.support.captures import (
     HEADER_EVENT,
     PERF_SAMPLE_TYPE,

@@ -18,11 +18,11 @@ from opentelemetry.trace.span import TraceState
 
 from opentelemetry_exporter_userevents._export import span_encoder as spans
 from opentelemetry_exporter_userevents._export.log_encoder import encode_log
-from opentelemetry_exporter_userevents._export.resource import hash_resource
 from opentelemetry_exporter_userevents._export.span_encoder import encode_span
 from opentelemetry_exporter_userevents.abi.ring_buffer import FTRACE_MAX_PAYLOAD
 from opentelemetry_exporter_userevents.record import anyvalue, flags, schema, tracepoints
 from opentelemetry_exporter_userevents.record.plain_text import decode_plain
+from opentelemetry_exporter_userevents.record.resource_id import hash_resource
 from opentelemetry_exporter_userevents.record.schema import LOG, RESOURCE, SPAN
 from tests.support.records import check_log, check_span, format_of
 from tests.support.span_fixtures import make_logs, make_spans

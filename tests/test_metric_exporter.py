@@ -34,7 +34,6 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from opentelemetry_exporter_userevents import UserEventsMetricExporter, UserEventsMetricReader
 from opentelemetry_exporter_userevents._export.metric_encoder import encode_point
-from opentelemetry_exporter_userevents._export.resource import hash_resource
 from opentelemetry_exporter_userevents.metric_exporter import data_points
 from opentelemetry_exporter_userevents.reader import otlp_json
 from opentelemetry_exporter_userevents.reader.decoder import TraceRecord
@@ -42,6 +41,7 @@ from opentelemetry_exporter_userevents.reader.outputs import ExporterOutput, Tre
 from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.record import anyvalue, tracepoints
 from opentelemetry_exporter_userevents.record import metric_values as mv
+from opentelemetry_exporter_userevents.record.resource_id import hash_resource
 from opentelemetry_exporter_userevents.record.schema import (
     METRIC_HISTOGRAM,
     METRIC_NUMBER,

@@ -15,7 +15,6 @@ Spans and logs carry a 64-bit ``resource_id``. The resource itself is written to
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 
@@ -27,13 +26,8 @@ from opentelemetry_exporter_userevents._export.writer import EventWriter
 from opentelemetry_exporter_userevents.abi.user_events import Registration, enable_word
 from opentelemetry_exporter_userevents.record import anyvalue
 from opentelemetry_exporter_userevents.record.plain_text import encode_plain
+from opentelemetry_exporter_userevents.record.resource_id import hash_resource
 from opentelemetry_exporter_userevents.record.schema import RESOURCE
-
-
-def hash_resource(attributes_text: bytes, schema_url: bytes) -> int:
-    """A stable 64-bit id: the same resource gets the same id in every process."""
-    digest = hashlib.blake2b(attributes_text + b"\0" + schema_url, digest_size=8).digest()
-    return int.from_bytes(digest, "little")
 
 
 class ResourceAnnouncer:
