@@ -32,6 +32,7 @@ from opentelemetry_exporter_userevents._export.metric_encoder import (
     merge_explicit,
 )
 from opentelemetry_exporter_userevents.reader.rebuild_metrics import MetricPoint, rebuild_point
+from opentelemetry_exporter_userevents.reader.validation import RecordChecker
 from opentelemetry_exporter_userevents.record import anyvalue, flags
 from opentelemetry_exporter_userevents.record import metric_values as mv
 from opentelemetry_exporter_userevents.record.schema import METRIC_HISTOGRAM, METRIC_NUMBER
@@ -73,7 +74,7 @@ def roundtrip(item: PointItem, max_size: int = 4064) -> MetricPoint:
     fields_the_kernel_accepts(payload, schema)
     values = schema.unpack(HEADER + payload, format_of(schema, "otel_metric_x.0"))
     assert values["resource_id"] == 42
-    return rebuild_point(values, RESOURCE, item.scope)
+    return rebuild_point(RecordChecker().metric(values, None), RESOURCE, item.scope)
 
 
 def exactly(a: object, b: object, in_json: bool = False) -> bool:

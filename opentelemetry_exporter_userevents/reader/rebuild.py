@@ -1,14 +1,25 @@
 # Copyright The OpenTelemetry Authors
 # SPDX-License-Identifier: Apache-2.0
 
-"""Decoded records back into the SDK's own types: ``ReadableSpan`` and ``ReadableLogRecord``.
+"""Decoded records back into the SDK's own types: ``ReadableSpan``, ``ReadableLogRecord``
+and metric points.
 
-Each record carries a ``resource_id``; the resource itself arrives on its own tracepoint
-(see docs/schema.md). Records whose resource is not known yet wait for it, up to
-``resource_wait`` seconds, and are then released with an empty resource (counted). Values
-come back as the SDK stores them: attribute sequences as tuples, dropped counts in
-``BoundedAttributes``/``BoundedList``, one Resource and one InstrumentationScope object per
-distinct value (the OTLP encoder groups by them).
+Every record first crosses the validation boundary (:mod:`.validation`): one whose fields
+do not have their schema's shape is skipped and counted, by reason and by writer pid, and
+the records around it are unharmed. Each record carries a ``resource_id``; the resource
+itself arrives on its own tracepoint (see docs/schema.md), and is learnt only if the id is
+the hash of its texts, so no process can replace a resource another announced. Records
+whose resource is not known yet wait for it, up to ``resource_wait`` seconds, and are then
+released with an empty resource (counted). Values come back as the SDK stores them:
+attribute sequences as tuples, dropped counts in ``BoundedAttributes``/``BoundedList``, one
+Resource and one InstrumentationScope object per distinct value (the OTLP encoder groups by
+them).
+
+Memory is bounded whatever the writers do (the ``MAX_*`` constants): the oldest resource is
+forgotten past ``MAX_RESOURCES`` (it is announced again within its interval), the records
+waiting longest are released without their resource past ``MAX_PENDING_RECORDS`` or
+``MAX_PENDING_RESOURCES`` ids, and services past ``MAX_SERVICES`` are counted together; each
+eviction is counted.
 
 The one field a record does not carry is the parent's own trace flags and trace state
 (the SDK keeps them in ``span.parent``; OTLP does not export them): the span's are used.
@@ -17,17 +28,13 @@ The one field a record does not carry is the parent's own trace flags and trace 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from opentelemetry._logs import LogRecord, SeverityNumber
-from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.context import Context
 from opentelemetry.sdk._logs import ReadableLogRecord
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
-from opentelemetry.sdk.util import BoundedList
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import (
     Link,
@@ -41,18 +48,22 @@ from opentelemetry.trace import (
     set_span_in_context,
 )
 
+from opentelemetry_exporter_userevents.reader.checked_records import (
+    CheckedLog,
+    CheckedMetric,
+    CheckedScope,
+    CheckedSpan,
+)
 from opentelemetry_exporter_userevents.reader.decoder import TraceRecord
 from opentelemetry_exporter_userevents.reader.rebuild_metrics import MetricPoint, rebuild_point
-from opentelemetry_exporter_userevents.record import anyvalue
-from opentelemetry_exporter_userevents.record import json_keys as key
-from opentelemetry_exporter_userevents.record.flags import (
-    LOG_EVENT_NAME,
-    LOG_SEVERITY_TEXT,
-    PARENT_PRESENT,
-    PARENT_REMOTE,
+from opentelemetry_exporter_userevents.reader.sdk_values import (
+    bounded_attributes,
+    bounded_list,
+    sdk_attributes,
 )
-from opentelemetry_exporter_userevents.record.plain_text import decode_plain
+from opentelemetry_exporter_userevents.reader.validation import InvalidRecord, RecordChecker
 from opentelemetry_exporter_userevents.record.tracepoints import (
+    LOG_KIND,
     METRIC_KINDS,
     RESOURCE_KIND,
     SPAN_KIND,
@@ -62,6 +73,19 @@ from opentelemetry_exporter_userevents.record.tracepoints import (
 Telemetry = ReadableSpan | ReadableLogRecord | MetricPoint
 
 _NO_CONTEXT = set_span_in_context(NonRecordingSpan(SpanContext(0, 0, False)), Context())
+
+MAX_RESOURCES = 4096
+"""Resources kept; past this the one learnt first is forgotten (``resources_evicted``)."""
+MAX_PENDING_RECORDS = 100_000
+"""Records kept waiting for their resource, all ids together."""
+MAX_PENDING_RESOURCES = 4096
+"""Distinct unknown resource ids that records may wait for."""
+MAX_SERVICES = 1024
+"""Services counted by name; records of more are counted in ``other_services``."""
+MAX_INVALID_PIDS = 64
+"""Writer pids whose invalid records are counted by pid; more in ``invalid_other_pids``."""
+
+Checked = CheckedSpan | CheckedLog | CheckedMetric
 
 
 @dataclass
@@ -74,45 +98,46 @@ class RebuildStats:
     truncated: int = 0
     """Records the writer had to cut to fit (their ``truncated`` bits are set)."""
     without_resource: int = 0
-    """Records released with an empty resource: theirs never arrived."""
+    """Records released with an empty resource: theirs never arrived, or waited too long
+    for a table that was full (also counted in ``pending_evicted``)."""
     invalid: int = 0
-    """Records whose texts did not decode (skipped)."""
+    """Records whose fields do not have their schema's shape (skipped)."""
+    invalid_reasons: dict[str, int] = field(default_factory=dict)
+    """Invalid records per reason (a fixed vocabulary: ``span.attributes: not a JSON
+    object``)."""
+    invalid_pids: dict[int, int] = field(default_factory=dict)
+    """Invalid records per writer pid (the kernel's ``common_pid``), for the first
+    ``MAX_INVALID_PIDS`` pids."""
+    invalid_other_pids: int = 0
+    resources_evicted: int = 0
+    pending_evicted: int = 0
+    """Records released early, without their resource, because the wait table was full."""
     services: dict[str, int] = field(default_factory=dict)
     """Records rebuilt per service (``service.name`` of their resource, else the
-    tracepoint prefix they came from)."""
+    tracepoint prefix they came from), for the first ``MAX_SERVICES`` services."""
+    other_services: int = 0
 
-
-def sdk_value(value: Any) -> Any:
-    """A decoded value as the SDK stores it: lists become tuples, recursively."""
-    if isinstance(value, list):
-        return tuple(sdk_value(v) for v in value)
-    if isinstance(value, dict):
-        return {k: sdk_value(v) for k, v in value.items()}
-    return value
-
-
-def bounded_attributes(attributes: Mapping[str, Any], dropped: int = 0) -> BoundedAttributes:
-    bounded = BoundedAttributes(maxlen=None, attributes=sdk_value(attributes), immutable=True)
-    bounded.dropped = dropped
-    return bounded
-
-
-def bounded_list(items: list[Any], dropped: int) -> BoundedList[Any]:
-    bounded: BoundedList[Any] = BoundedList(None)
-    bounded.extend(items)
-    bounded.dropped = dropped
-    return bounded
+    def count_invalid(self, reason: str, pid: int) -> None:
+        self.invalid += 1
+        self.invalid_reasons[reason] = self.invalid_reasons.get(reason, 0) + 1
+        if pid in self.invalid_pids or len(self.invalid_pids) < MAX_INVALID_PIDS:
+            self.invalid_pids[pid] = self.invalid_pids.get(pid, 0) + 1
+        else:
+            self.invalid_other_pids += 1
 
 
 class Rebuilder:
-    """Turns decoded records into ReadableSpan and ReadableLogRecord, resources joined."""
+    """Turns decoded records into ReadableSpan, ReadableLogRecord and MetricPoint, resources
+    joined."""
 
     def __init__(self, resource_wait: float = 11.0) -> None:
         self.resource_wait = resource_wait
         self.stats = RebuildStats()
+        self.checker = RecordChecker()
         self._resources: dict[int, Resource] = {}
         self._scopes: dict[str, InstrumentationScope | None] = {}
-        self._pending: dict[int, list[tuple[float, TraceRecord]]] = {}
+        self._pending: dict[int, list[tuple[float, TraceRecord, Checked]]] = {}
+        self._pending_count = 0
 
     def add(self, records: list[TraceRecord]) -> list[Telemetry]:
         """Rebuild ``records`` (in order); return what is ready, including records that
@@ -122,18 +147,24 @@ class Rebuilder:
         for record in records:
             if record.kind == RESOURCE_KIND:
                 learnt = self._learn_resource(record)
-                if learnt is not None:
-                    for _, waiting_record in self._pending.pop(learnt, ()):
-                        self._rebuild(waiting_record, ready)
+                if learnt is not None and learnt in self._pending:
+                    for _, waiting_record, its_checked in self._pop_pending(learnt):
+                        self._rebuild(waiting_record, its_checked, ready, self._resources[learnt])
                 continue
-            record_rid: int = record.values["resource_id"]
-            if record_rid in self._resources:
-                self._rebuild(record, ready)
+            checked = self._check(record)
+            if checked is None:
+                continue
+            resource = self._resources.get(record.values["resource_id"])
+            if resource is not None:
+                self._rebuild(record, checked, ready, resource)
             else:
-                self._pending.setdefault(record_rid, []).append((now, record))
-        for pending_rid, waiting in list(self._pending.items()):
-            if waiting and now - waiting[0][0] >= self.resource_wait:
-                self._release(pending_rid, ready)
+                self._wait(record, checked, now, ready)
+        # Ids wait in the order their first record came: the first that is not due ends it.
+        while self._pending:
+            rid, oldest = next(iter(self._pending.items()))
+            if now - oldest[0][0] < self.resource_wait:
+                break
+            self._release(rid, ready)
         return ready
 
     def flush(self) -> list[Telemetry]:
@@ -145,164 +176,190 @@ class Rebuilder:
 
     @property
     def pending(self) -> int:
-        return sum(len(w) for w in self._pending.values())
+        return self._pending_count
+
+    def _check(self, record: TraceRecord) -> Checked | None:
+        kind = record.kind
+        try:
+            if kind == SPAN_KIND:
+                return self.checker.span(record.values)
+            if kind == LOG_KIND:
+                return self.checker.log(record.values)
+            if kind in METRIC_KINDS:
+                return self.checker.metric(record.values, kind)
+            raise InvalidRecord(f"{kind}: not a kind the reader rebuilds")
+        except InvalidRecord as invalid:
+            self.stats.count_invalid(invalid.reason, record.pid)
+            return None
+
+    def _wait(
+        self, record: TraceRecord, checked: Checked, now: float, ready: list[Telemetry]
+    ) -> None:
+        rid: int = record.values["resource_id"]
+        while self._pending and (
+            self._pending_count >= MAX_PENDING_RECORDS
+            or (rid not in self._pending and len(self._pending) >= MAX_PENDING_RESOURCES)
+        ):
+            oldest = next(iter(self._pending))
+            self.stats.pending_evicted += len(self._pending[oldest])
+            self._release(oldest, ready)
+        self._pending.setdefault(rid, []).append((now, record, checked))
+        self._pending_count += 1
+
+    def _pop_pending(self, rid: int) -> list[tuple[float, TraceRecord, Checked]]:
+        waiting = self._pending.pop(rid)
+        self._pending_count -= len(waiting)
+        return waiting
 
     def _release(self, rid: int, ready: list[Telemetry]) -> None:
-        waiting = self._pending.pop(rid)
+        waiting = self._pop_pending(rid)
         self.stats.without_resource += len(waiting)
-        for _, record in waiting:
-            self._rebuild(record, ready, Resource.get_empty())
+        empty = Resource.get_empty()
+        for _, record, checked in waiting:
+            self._rebuild(record, checked, ready, empty)
 
     def _learn_resource(self, record: TraceRecord) -> int | None:
-        values = record.values
-        rid: int = values["resource_id"]
+        rid: int = record.values["resource_id"]
         if rid in self._resources:
-            return rid
+            return None  # the id is the hash of the texts: the same resource again
         try:
-            attributes = anyvalue.decode(values["attributes"])
-            if not isinstance(attributes, dict):
-                raise ValueError("resource attributes are not a JSON object")
-            resource = Resource(sdk_value(attributes), decode_plain(values["schema_url"]) or None)
-        except (ValueError, TypeError):
-            self.stats.invalid += 1
+            checked = self.checker.resource(record.values)
+            resource = Resource(sdk_attributes(checked.attributes), checked.schema_url or None)
+        except InvalidRecord as invalid:
+            self.stats.count_invalid(invalid.reason, record.pid)
             return None
+        if len(self._resources) >= MAX_RESOURCES:
+            del self._resources[next(iter(self._resources))]
+            self.stats.resources_evicted += 1
         self._resources[rid] = resource
         self.stats.resources += 1
         return rid
 
     def _rebuild(
-        self, record: TraceRecord, ready: list[Telemetry], resource: Resource | None = None
+        self, record: TraceRecord, checked: Checked, ready: list[Telemetry], resource: Resource
     ) -> None:
-        if resource is None:
-            resource = self._resources[record.values["resource_id"]]
+        stats = self.stats
         try:
-            if record.kind == SPAN_KIND:
-                ready.append(self.span(record.values, resource))
-                self.stats.spans += 1
-            elif record.kind in METRIC_KINDS:
-                scope = self.scope(record.values["scope"])
-                ready.append(rebuild_point(record.values, resource, scope, record.kind))
-                self.stats.metric_points += 1
+            scope = self.scope(checked.scope_text, checked.scope)
+            if type(checked) is CheckedSpan:
+                ready.append(self.span(checked, resource, scope))
+                stats.spans += 1
+            elif type(checked) is CheckedLog:
+                ready.append(self.log(checked, resource, scope))
+                stats.logs += 1
             else:
-                ready.append(self.log(record.values, resource))
-                self.stats.logs += 1
-        except (ValueError, TypeError, KeyError):
-            self.stats.invalid += 1
+                ready.append(rebuild_point(checked, resource, scope))  # type: ignore[arg-type]
+                stats.metric_points += 1
+        except Exception:  # noqa: BLE001 - checked values the SDK still refused: count, go on
+            stats.count_invalid(f"{record.kind}: the SDK refused its checked values", record.pid)
             return
         if record.values["truncated"]:
-            self.stats.truncated += 1
+            stats.truncated += 1
         service = resource.attributes.get("service.name")
         if not isinstance(service, str):
             parsed = parse_tracepoint(record.tracepoint)
             service = f"prefix {parsed.prefix}" if parsed is not None else "unknown"
-        self.stats.services[service] = self.stats.services.get(service, 0) + 1
+        if service in stats.services or len(stats.services) < MAX_SERVICES:
+            stats.services[service] = stats.services.get(service, 0) + 1
+        else:
+            stats.other_services += 1
 
-    def scope(self, text: str) -> InstrumentationScope | None:
-        """The scope of a record's ``scope`` JSON, one object per distinct text."""
+    def scope(self, text: str, checked: CheckedScope | None) -> InstrumentationScope | None:
+        """The scope of a record's checked ``scope``, one object per distinct text."""
         try:
             return self._scopes[text]
         except KeyError:
             pass
-        value = anyvalue.decode(text)
         scope = None
-        if value:
+        if checked is not None:
             scope = InstrumentationScope(
-                value[key.NAME],
-                value.get(key.VERSION),
-                value.get(key.SCHEMA_URL),
-                bounded_attributes(value.get(key.ATTRIBUTES) or {}),
+                checked.name,
+                checked.version,
+                checked.schema_url,
+                bounded_attributes(checked.attributes),
             )
-        if len(self._scopes) > 1024:
+        if len(self._scopes) >= 1024:
             self._scopes.clear()
         self._scopes[text] = scope
         return scope
 
-    def span(self, values: Mapping[str, Any], resource: Resource) -> ReadableSpan:
-        """A ReadableSpan from the fields of an ``otel_span`` record."""
-        trace_id = int(values["trace_id"], 16)
-        flags = TraceFlags(values["trace_flags"])
-        trace_state = _trace_state(decode_plain(values["trace_state"]))
+    @staticmethod
+    def span(
+        checked: CheckedSpan, resource: Resource, scope: InstrumentationScope | None
+    ) -> ReadableSpan:
+        """A ReadableSpan from a checked ``otel_span`` record."""
+        trace_id = checked.trace_id
+        flags = TraceFlags(checked.trace_flags)
+        trace_state = TraceState(list(checked.trace_state)) if checked.trace_state else TraceState()
         parent = None
-        if values["parent_flags"] & PARENT_PRESENT:
+        if checked.parent_span_id is not None:
             parent = SpanContext(
                 trace_id,
-                int(values["parent_span_id"], 16),
-                is_remote=bool(values["parent_flags"] & PARENT_REMOTE),
+                checked.parent_span_id,
+                is_remote=checked.parent_is_remote,
                 trace_flags=flags,
                 trace_state=trace_state,
             )
         events = [
-            Event(
-                event[key.NAME],
-                bounded_attributes(event[key.ATTRIBUTES], event.get(key.DROPPED, 0)),
-                event[key.TIME_NS],
-            )
-            for event in anyvalue.decode(values["events"])
+            Event(event.name, bounded_attributes(event.attributes, event.dropped), event.time_ns)
+            for event in checked.events
         ]
         links = [
             Link(
                 SpanContext(
-                    int(link[key.TRACE_ID], 16),
-                    int(link[key.SPAN_ID], 16),
-                    is_remote=link[key.IS_REMOTE],
-                    trace_flags=TraceFlags(link[key.TRACE_FLAGS]),
-                    trace_state=_trace_state(link[key.TRACE_STATE]),
+                    link.trace_id,
+                    link.span_id,
+                    is_remote=link.is_remote,
+                    trace_flags=TraceFlags(link.trace_flags),
+                    trace_state=TraceState(list(link.trace_state))
+                    if link.trace_state
+                    else TraceState(),
                 ),
-                bounded_attributes(link[key.ATTRIBUTES], link.get(key.DROPPED, 0)),
+                bounded_attributes(link.attributes, link.dropped),
             )
-            for link in anyvalue.decode(values["links"])
+            for link in checked.links
         ]
-        code = StatusCode(values["status_code"])
-        description = decode_plain(values["status_description"]) or None
+        code = StatusCode(checked.status_code)
+        description = checked.status_description or None
         return ReadableSpan(
-            name=decode_plain(values["name"]),
+            name=checked.name,
             context=SpanContext(
                 trace_id,
-                int(values["span_id"], 16),
+                checked.span_id,
                 is_remote=False,
                 trace_flags=flags,
                 trace_state=trace_state,
             ),
             parent=parent,
             resource=resource,
-            attributes=bounded_attributes(
-                anyvalue.decode(values["attributes"]), values["dropped_attributes"]
-            ),
-            events=bounded_list(events, values["dropped_events"]),
-            links=bounded_list(links, values["dropped_links"]),
-            kind=SpanKind(values["kind"]),
+            attributes=bounded_attributes(checked.attributes, checked.dropped_attributes),
+            events=bounded_list(events, checked.dropped_events),
+            links=bounded_list(links, checked.dropped_links),
+            kind=SpanKind(checked.kind),
             status=Status(code, description if code is StatusCode.ERROR else None),
-            start_time=values["start_time_ns"],
-            end_time=values["end_time_ns"],
-            instrumentation_scope=self.scope(values["scope"]),
+            start_time=checked.start_time_ns,
+            end_time=checked.end_time_ns,
+            instrumentation_scope=scope,
         )
 
-    def log(self, values: Mapping[str, Any], resource: Resource) -> ReadableLogRecord:
-        """A ReadableLogRecord from the fields of an ``otel_log_*`` record."""
-        flags = values["flags"]
-        number = values["severity_number"]
+    @staticmethod
+    def log(
+        checked: CheckedLog, resource: Resource, scope: InstrumentationScope | None
+    ) -> ReadableLogRecord:
+        """A ReadableLogRecord from a checked ``otel_log_*`` record."""
+        number = checked.severity_number
         record = LogRecord(
-            timestamp=values["time_ns"] or None,
-            observed_timestamp=values["observed_time_ns"],
+            timestamp=checked.time_ns or None,
+            observed_timestamp=checked.observed_time_ns,
             context=_NO_CONTEXT,
-            severity_text=decode_plain(values["severity_text"])
-            if flags & LOG_SEVERITY_TEXT
-            else None,
+            severity_text=checked.severity_text,
             severity_number=SeverityNumber(number) if number else None,
-            body=anyvalue.decode(values["body"]),  # the SDK keeps a body as it was given
-            event_name=decode_plain(values["event_name"]) if flags & LOG_EVENT_NAME else None,
+            body=checked.body,  # the SDK keeps a body as it was given
+            event_name=checked.event_name,
         )
         # Set after construction: LogRecord takes ids from its context, not from 0 values.
-        record.trace_id = int(values["trace_id"], 16)
-        record.span_id = int(values["span_id"], 16)
-        record.trace_flags = TraceFlags(values["trace_flags"])
-        record.attributes = bounded_attributes(
-            anyvalue.decode(values["attributes"]), values["dropped_attributes"]
-        )
-        return ReadableLogRecord(
-            log_record=record, resource=resource, instrumentation_scope=self.scope(values["scope"])
-        )
-
-
-def _trace_state(header: str) -> TraceState:
-    return TraceState.from_header([header]) if header else TraceState()
+        record.trace_id = checked.trace_id
+        record.span_id = checked.span_id
+        record.trace_flags = TraceFlags(checked.trace_flags)
+        record.attributes = bounded_attributes(checked.attributes, checked.dropped_attributes)
+        return ReadableLogRecord(log_record=record, resource=resource, instrumentation_scope=scope)

@@ -26,6 +26,7 @@ from opentelemetry_exporter_userevents.reader.outputs import (
     TreeOutput,
 )
 from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.terminal_text import printable
 from opentelemetry_exporter_userevents.record.tracepoints import ANY_PREFIX, DEFAULT_PREFIX
 
 POLL_INTERVAL = 0.2
@@ -101,25 +102,57 @@ def output_of(args: argparse.Namespace, out: TextIO) -> Output:
 
 
 def rebuilt_parts(rebuilder: Rebuilder, decoded: DecoderStats, output: Output) -> list[str]:
-    """What was rebuilt, from whom, and every count of what was not."""
+    """What was rebuilt, from whom, and every count of what was not; texts that writers
+    chose (service names) escaped for the terminal."""
     rebuilt = rebuilder.stats
     parts = [
         f"{rebuilt.spans} spans and {rebuilt.logs} logs rebuilt",
         f"{rebuilt.resources} resources",
     ]
     if rebuilt.services:
-        services = sorted(rebuilt.services.items(), key=lambda item: (-item[1], item[0]))
-        parts.append("from " + ", ".join(f"{name} ({count})" for name, count in services))
+        services = _largest(rebuilt.services, SHOWN_SERVICES)
+        named = ", ".join(f"{printable(name)} ({count})" for name, count in services)
+        others = rebuilt.other_services + sum(rebuilt.services.values())
+        others -= sum(count for _, count in services)
+        if others:
+            named += f" and {others} records of other services"
+        parts.append("from " + named)
+    if rebuilt.invalid:
+        parts.append(invalid_part(rebuilder))
     for label, count in (
         ("metric points rebuilt", rebuilt.metric_points),
         ("without resource", rebuilt.without_resource),
         ("truncated by the writer", rebuilt.truncated),
-        ("invalid", rebuilt.invalid),
         ("undecodable", decoded.undecodable),
         ("corrupt pages", decoded.corrupt_pages),
         ("waiting for a resource", rebuilder.pending),
+        ("released early: too many waiting for a resource", rebuilt.pending_evicted),
+        ("resources forgotten: too many resources", rebuilt.resources_evicted),
         ("not written (the output refused them)", output.failed),
     ):
         if count:
             parts.append(f"{count} {label}")
     return parts
+
+
+SHOWN_SERVICES = 8
+SHOWN_REASONS = 4
+SHOWN_PIDS = 4
+
+
+def invalid_part(rebuilder: Rebuilder) -> str:
+    """``N invalid (reason: n, ...; by writer pid P: n, ...)``: the largest counts."""
+    stats = rebuilder.stats
+    reasons = "; ".join(
+        f"{reason}: {count}" for reason, count in _largest(stats.invalid_reasons, SHOWN_REASONS)
+    )
+    if len(stats.invalid_reasons) > SHOWN_REASONS:
+        reasons += f"; {len(stats.invalid_reasons) - SHOWN_REASONS} more reasons"
+    pids = ", ".join(f"{pid}: {count}" for pid, count in _largest(stats.invalid_pids, SHOWN_PIDS))
+    if len(stats.invalid_pids) > SHOWN_PIDS or stats.invalid_other_pids:
+        pids += ", others"
+    return f"{stats.invalid} invalid ({printable(reasons)}; by writer pid {pids})"
+
+
+def _largest(counts: dict[Any, int], shown: int) -> list[tuple[Any, int]]:
+    return sorted(counts.items(), key=lambda item: (-item[1], str(item[0])))[:shown]
