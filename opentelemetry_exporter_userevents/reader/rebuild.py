@@ -219,15 +219,15 @@ class Rebuilder:
             self._rebuild(record, checked, ready, empty)
 
     def _learn_resource(self, record: TraceRecord) -> int | None:
-        rid: int = record.values["resource_id"]
-        if rid in self._resources:
-            return None  # the id is the hash of the texts: the same resource again
         try:
             checked = self.checker.resource(record.values)
-            resource = Resource(sdk_attributes(checked.attributes), checked.schema_url or None)
         except InvalidRecord as invalid:
             self.stats.count_invalid(invalid.reason, record.pid)
             return None
+        rid = checked.resource_id
+        if rid in self._resources:
+            return None  # the id is the hash of the texts: the same resource again
+        resource = Resource(sdk_attributes(checked.attributes), checked.schema_url or None)
         if len(self._resources) >= MAX_RESOURCES:
             del self._resources[next(iter(self._resources))]
             self.stats.resources_evicted += 1

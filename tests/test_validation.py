@@ -1,0 +1,200 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""The reader's validation boundary: a record that does not have its schema's shape is
+skipped and counted by reason and writer pid, never raised, and its neighbours are unharmed;
+resources are checked against their id; the rebuilder's tables stay bounded."""
+
+from __future__ import annotations
+
+import pytest
+from opentelemetry.sdk.resources import Resource
+
+from opentelemetry_exporter_userevents.reader import rebuild
+from opentelemetry_exporter_userevents.reader.decoder import TraceRecord
+from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.validation import (
+    InvalidRecord,
+    RecordChecker,
+    trace_state,
+)
+from opentelemetry_exporter_userevents.record import anyvalue, flags, schema
+from opentelemetry_exporter_userevents.record.resource_id import hash_resource
+from tests.support.pages import record
+from tests.support.records import same
+from tests.support.span_fixtures import RESOURCE, make_logs, make_spans
+from tests.test_rebuild import (
+    RESOURCE_FORMAT,
+    check_same_span,
+    log_record,
+    resource_record,
+    span_record,
+)
+
+HOSTILE_PID = 4242
+
+
+def _hostile(good: TraceRecord, **fields: object) -> TraceRecord:
+    return good._replace(pid=HOSTILE_PID, values={**good.values, **fields})
+
+
+def _rid() -> int:
+    return resource_record(RESOURCE).values["resource_id"]
+
+
+@pytest.mark.parametrize(
+    ("field", "text", "reason"),
+    [
+        ("attributes", "[1]", "span.attributes: not a JSON object"),
+        ("attributes", '"x"', "span.attributes: not a JSON object"),
+        ("attributes", "{", "span.attributes: not in the value encoding"),
+        ("events", "{}", "span.events: not a JSON list"),
+        ("events", "[1]", "span.events[]: not a JSON object"),
+        ("events", '[{"name":1,"time_ns":0,"attributes":{}}]', "span.events[].name: not a string"),
+        (
+            "events",
+            '[{"name":"e","time_ns":-1,"attributes":{}}]',
+            "span.events[].time_ns: out of range",
+        ),
+        ("links", '[{"trace_id":"X"}]', "span.links[].is_remote: not a boolean"),
+        ("scope", "[]", "span.scope: not a JSON object"),
+        ("scope", '{"name":["\\u001b]0;pwned\\u0007"]}', "span.scope.name: not a string"),
+        (
+            "trace_id",
+            "ABCDEF00000000000000000000000000",
+            "span.trace_id: not lowercase hex of the right length",
+        ),
+        ("span_id", "00000000000000zz", "span.span_id: not lowercase hex of the right length"),
+        ("kind", 9, "span.kind: out of range"),
+        ("status_code", 3, "span.status_code: out of range"),
+        ("trace_state", "a=1,\x1b]0;x", "span.trace_state: not a W3C tracestate"),
+        ("name", '"\\ud800', "span.name: not a plain text"),
+    ],
+)
+def test_a_span_of_the_wrong_shape_is_counted_by_reason_and_pid_and_its_neighbours_kept(
+    field, text, reason
+):
+    spans = make_spans()
+    rid = _rid()
+    good = [span_record(span, rid) for span in spans]
+    bad = _hostile(good[0], **{field: text})
+    rebuilder = Rebuilder()
+    items = rebuilder.add([resource_record(RESOURCE), good[0], bad, *good[1:]])
+    assert rebuilder.stats.invalid == 1
+    assert rebuilder.stats.invalid_reasons == {reason: 1}
+    assert rebuilder.stats.invalid_pids == {HOSTILE_PID: 1}
+    assert len(items) == len(spans)
+    for got, want in zip(items, spans, strict=True):
+        check_same_span(got, want)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "reason"),
+    [
+        ("severity_number", 25, "log.severity_number: out of range"),
+        ("body", "{", "log.body: not in the value encoding"),
+        ("attributes", "null", "log.attributes: not a JSON object"),
+        ("trace_id", "-" * 32, "log.trace_id: not lowercase hex of the right length"),
+    ],
+)
+def test_a_log_of_the_wrong_shape_is_counted(field, value, reason):
+    logs = make_logs()
+    rebuilder = Rebuilder()
+    good = [log_record(readable, _rid()) for readable in logs]
+    items = rebuilder.add([resource_record(RESOURCE), _hostile(good[0], **{field: value}), *good])
+    assert rebuilder.stats.invalid_reasons == {reason: 1}
+    assert same([item.log_record.body for item in items], [r.log_record.body for r in logs])
+
+
+def test_a_resource_whose_id_is_not_the_hash_of_its_texts_replaces_nothing():
+    genuine = resource_record(RESOURCE)
+    impostor_text = anyvalue.encode({"service.name": "impostor"}).encode()
+    payload = schema.RESOURCE.pack((genuine.values["resource_id"], 1000), (impostor_text, b""))
+    impostor = genuine._replace(
+        pid=HOSTILE_PID, values=schema.RESOURCE.unpack(record(1, payload), RESOURCE_FORMAT)
+    )
+    span = span_record(make_spans()[0], genuine.values["resource_id"])
+    for order in ([impostor, genuine, span], [genuine, impostor, span]):
+        rebuilder = Rebuilder()
+        (item,) = rebuilder.add(order)
+        assert item.resource.attributes["service.name"] == RESOURCE.attributes["service.name"]
+        assert rebuilder.stats.invalid_reasons == {
+            "resource.resource_id: not the hash of the resource's texts": 1
+        }
+
+
+def test_a_tracestate_the_writer_cut_is_dropped_as_the_sdk_would_and_any_other_bad_one_rejected():
+    assert trace_state("a=1, b=2 ,", "w") == (("a", "1"), ("b", "2"))
+    assert trace_state("a=1,a=2", "w", truncated=True) == ()
+    assert trace_state("a=1,b…[truncated]", "w", truncated=True) == ()
+    for bad in ("a=1,a=2", "A=1", "a=\x1b", ",".join(f"k{i}=v" for i in range(33))):
+        with pytest.raises(InvalidRecord, match="^w: not a W3C tracestate$"):
+            trace_state(bad, "w")
+
+
+def test_a_span_cut_to_fit_keeps_its_span_with_an_empty_tracestate():
+    good = span_record(make_spans()[0], _rid())
+    cut = good._replace(
+        values={
+            **good.values,
+            "trace_state": "vendor=abc…[truncated]",
+            "truncated": flags.TRUNCATED_TEXT,
+        }
+    )
+    checked = RecordChecker().span(cut.values)
+    assert checked.trace_state == ()
+
+
+def test_records_waiting_for_resources_never_announced_are_bounded_and_counted(monkeypatch):
+    monkeypatch.setattr(rebuild, "MAX_PENDING_RESOURCES", 8)
+    monkeypatch.setattr(rebuild, "MAX_PENDING_RECORDS", 20)
+    good = span_record(make_spans()[0])
+    rebuilder = Rebuilder(resource_wait=float("inf"))
+    released = []
+    for rid in range(100):  # 100 distinct unknown ids, 3 records each
+        for _ in range(3):
+            released += rebuilder.add([good._replace(values={**good.values, "resource_id": rid})])
+        assert len(rebuilder._pending) <= 8 and rebuilder.pending <= 20
+    assert rebuilder.stats.pending_evicted == len(released) > 0
+    released += rebuilder.flush()
+    assert len(released) == 300 == rebuilder.stats.without_resource
+
+
+def test_resources_and_services_are_bounded_and_evictions_counted(monkeypatch):
+    monkeypatch.setattr(rebuild, "MAX_RESOURCES", 4)
+    monkeypatch.setattr(rebuild, "MAX_SERVICES", 3)
+    rebuilder = Rebuilder()
+    span = make_spans()[0]
+    for number in range(10):
+        resource = Resource({"service.name": f"svc{number}"})
+        announced = resource_record(resource)
+        rebuilder.add([announced, span_record(span, announced.values["resource_id"])])
+        assert len(rebuilder._resources) <= 4
+    assert rebuilder.stats.resources == 10 and rebuilder.stats.resources_evicted == 6
+    assert len(rebuilder.stats.services) == 3 and rebuilder.stats.other_services == 7
+    assert rebuilder.stats.spans == 10
+
+
+def test_invalid_pids_are_bounded(monkeypatch):
+    monkeypatch.setattr(rebuild, "MAX_INVALID_PIDS", 2)
+    good = span_record(make_spans()[0])
+    rebuilder = Rebuilder()
+    rebuilder.add([good._replace(pid=pid, values={**good.values, "kind": 7}) for pid in range(5)])
+    assert rebuilder.stats.invalid == 5
+    assert rebuilder.stats.invalid_pids == {0: 1, 1: 1} and rebuilder.stats.invalid_other_pids == 3
+
+
+def test_reasons_carry_no_text_of_the_record():
+    good = span_record(make_spans()[0])
+    secret = "\x1b]0;pwned\x07"
+    rebuilder = Rebuilder()
+    attributes = anyvalue.encode([secret])
+    rebuilder.add([good._replace(values={**good.values, "attributes": attributes})])
+    (reason,) = rebuilder.stats.invalid_reasons
+    assert "pwned" not in reason and "\x1b" not in reason
+
+
+def test_resource_ids_are_content_hashes():
+    genuine = resource_record(RESOURCE)
+    texts = genuine.values["attributes"].encode(), genuine.values["schema_url"].encode()
+    assert genuine.values["resource_id"] == hash_resource(*texts)
