@@ -27,6 +27,7 @@ from opentelemetry_exporter_userevents.reader.commands.capture import decode
 from opentelemetry_exporter_userevents.reader.commands.hist import hist
 from opentelemetry_exporter_userevents.reader.commands.record import record
 from opentelemetry_exporter_userevents.reader.commands.status import status
+from opentelemetry_exporter_userevents.reader.terminal_text import printable
 
 
 def parser() -> argparse.ArgumentParser:
@@ -106,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return command(args, out, sys.stderr)
         return command(args, sys.stdout, sys.stderr)
     except (TracefsError, ValueError, ImportError, OSError) as error:
-        sys.stderr.write(f"otel-userevents: {error}\n")
+        sys.stderr.write(f"otel-userevents: {printable(str(error))}\n")  # may quote a file
         return 2
 
 

@@ -13,6 +13,7 @@ from typing import TextIO
 from opentelemetry._logs import SeverityNumber
 
 from opentelemetry_exporter_userevents.reader.hist import KeyValue, MergedHistogram
+from opentelemetry_exporter_userevents.reader.terminal_text import cut, printable
 from opentelemetry_exporter_userevents.record import anyvalue
 from opentelemetry_exporter_userevents.record.plain_text import decode_plain
 from opentelemetry_exporter_userevents.record.tracepoints import LOG_KIND, SPAN_KIND
@@ -21,35 +22,32 @@ _WIDTH = 40
 _STATUS = {0: "unset", 1: "ok", 2: "error"}
 
 
-def _cut(text: str) -> str:
-    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-    return text if len(text) <= _WIDTH else text[: _WIDTH - 1] + "…"
-
-
 def _name(value: KeyValue) -> str:
-    """A plain-text key as written (the kernel keeps at most 255 bytes of it)."""
+    """A plain-text key as written (the kernel keeps at most 255 bytes of it), escaped
+    and cut to fit a column."""
     try:
         text = decode_plain(str(value))
     except ValueError:
         text = str(value)
-    return text or '""'
+    return cut(text, _WIDTH) or '""'
 
 
 def _scope(value: KeyValue) -> str:
-    """The scope's name from its JSON, or the text itself if cut or not ours."""
+    """The scope's name from its JSON, or the text itself if cut or not ours; escaped and
+    cut to fit a column."""
     try:
         scope = anyvalue.decode(str(value))
     except ValueError:
-        return str(value)
+        return cut(str(value), _WIDTH)
     name = scope.get("name") if isinstance(scope, dict) else None
-    return name if isinstance(name, str) and name else str(value)
+    return cut(name if isinstance(name, str) and name else str(value), _WIDTH)
 
 
 def _severity(value: KeyValue) -> str:
     try:
         return f"{SeverityNumber(int(value)).name} ({value})"
     except ValueError:
-        return str(value)
+        return cut(str(value), _WIDTH)
 
 
 def _table(out: TextIO, header: Sequence[str], rows: list[list[str]], numeric: int) -> None:
@@ -71,7 +69,7 @@ def _ms(ns: float) -> str:
 def render(tables: Mapping[tuple[str, str], MergedHistogram], out: TextIO) -> None:
     """Write each prefix's span and log tables, as the kernel counted them."""
     for prefix in sorted({p for p, _ in tables}):
-        out.write(f"prefix {prefix}\n")
+        out.write(f"prefix {printable(prefix)}\n")
         for kind, label in ((SPAN_KIND, "spans"), (LOG_KIND, "logs")):
             table = tables.get((prefix, kind))
             if table is None:
@@ -86,14 +84,14 @@ def render(tables: Mapping[tuple[str, str], MergedHistogram], out: TextIO) -> No
                 rows = []
                 for (name, status), values in ordered:
                     count, total = values["hitcount"], values["duration_ns"]
-                    label_ = _STATUS.get(int(status), str(status))
-                    row = [_cut(_name(name)), label_, str(count), _ms(total), _ms(total / count)]
+                    label_ = _STATUS.get(int(status), cut(str(status), _WIDTH))
+                    row = [_name(name), label_, str(count), _ms(total), _ms(total / count)]
                     rows.append(row)
                 header = ["NAME", "STATUS", "COUNT", "TOTAL ms", "AVG ms"]
                 _table(out, header, rows, 3)
             else:
                 rows = [
-                    [_severity(severity), _cut(_scope(scope)), str(values["hitcount"])]
+                    [_severity(severity), _scope(scope), str(values["hitcount"])]
                     for (scope, severity), values in ordered
                 ]
                 _table(out, ["SEVERITY", "SCOPE", "COUNT"], rows, 1)

@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 from opentelemetry_exporter_userevents.reader.rebuild_metrics import MetricPoint
+from opentelemetry_exporter_userevents.reader.terminal_text import cut, printable
 from opentelemetry_exporter_userevents.record import metric_values as mv
 
 KEY_ATTRIBUTES = 4
@@ -34,14 +35,8 @@ def _time(ns: int | None) -> str:
     return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _printable(text: str) -> str:
-    """``text`` on one line: control characters as their escapes."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 def _value(value: Any, width: int = _VALUE_WIDTH) -> str:
-    text = _printable(repr(value) if not isinstance(value, str) else value)
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return cut(repr(value) if not isinstance(value, str) else value, width)
 
 
 def _attributes(attributes: Mapping[str, Any] | None) -> str:
@@ -64,12 +59,13 @@ def _duration(span: ReadableSpan) -> str:
 def _status(span: ReadableSpan) -> str:
     code = span.status.status_code
     if code is StatusCode.ERROR:
-        return f"ERROR: {span.status.description}" if span.status.description else "ERROR"
+        description = span.status.description
+        return f"ERROR: {printable(description)}" if description else "ERROR"
     return code.name
 
 
 def _service(resource: Any) -> str:
-    return str(resource.attributes.get("service.name", "")) if resource else ""
+    return printable(str(resource.attributes.get("service.name", ""))) if resource else ""
 
 
 class TreeView:
@@ -126,13 +122,13 @@ class TreeView:
     ) -> None:
         attributes = _attributes(span.attributes)
         self.out.write(
-            f"{indent}{branch}{_printable(span.name)}  {span.kind.name.lower()}  {_duration(span)}"
+            f"{indent}{branch}{printable(span.name)}  {span.kind.name.lower()}  {_duration(span)}"
             f"  [{_status(span)}]{'  ' + attributes if attributes else ''}{note}\n"
         )
         inner = indent + ("│  " if branch == "├─ " else "   " if branch else "")
         for event in span.events:
             self.out.write(
-                f"{inner}   • {_printable(event.name)} {_time(event.timestamp)}"
+                f"{inner}   • {printable(event.name)} {_time(event.timestamp)}"
                 f"  {_attributes(event.attributes)}\n".rstrip(" ")
             )
         kids = children.get(span.context.span_id, [])
@@ -147,11 +143,11 @@ class TreeView:
         )
         parts = [
             _time(record.timestamp or record.observed_timestamp),
-            f"{severity:<6}",
+            f"{printable(severity):<6}",
             _service(readable.resource),
         ]
         if record.event_name:
-            parts.append(f"[{record.event_name}]")
+            parts.append(f"[{printable(record.event_name)}]")
         body = record.body
         parts.append(_value(body, 200) if body is not None else "")
         attributes = _attributes(record.attributes)
@@ -210,10 +206,10 @@ def metric_line(item: MetricPoint) -> str:
         _time(item.point.time_unix_nano),
         "metric",
         _service(item.resource),
-        _printable(item.name) + (f"{{{attributes}}}" if attributes else ""),
+        printable(item.name) + (f"{{{attributes}}}" if attributes else ""),
         kind,
         metric_value(item),
-        _printable(item.unit),
+        printable(item.unit),
     ]
     if item.truncated:
         parts.append("(cut to fit)")

@@ -18,6 +18,7 @@ from opentelemetry_exporter_userevents.reader.commands.common import (
 )
 from opentelemetry_exporter_userevents.reader.hist_collector import HistCollector
 from opentelemetry_exporter_userevents.reader.hist_view import render
+from opentelemetry_exporter_userevents.reader.terminal_text import printable
 
 
 def hist(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -45,9 +46,9 @@ def hist(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     render(result.tables, out)
     out.flush()
     for where, reason in sorted(result.problems.items()):
-        err.write(f"otel-userevents: not counted: {where}: {reason}\n")
+        err.write(f"otel-userevents: not counted: {printable(f'{where}: {reason}')}\n")
     if collector.cleanup_error:
-        err.write(f"otel-userevents: {collector.cleanup_error}\n")
+        err.write(f"otel-userevents: {printable(collector.cleanup_error)}\n")
     elapsed = time.monotonic() - started
     counted = len(collector.tracepoints)
     err.write(

@@ -14,6 +14,7 @@ from opentelemetry_exporter_userevents.abi.tracefs import Tracefs, TracefsError,
 from opentelemetry_exporter_userevents.abi.uapi import USER_EVENTS_MULTI_SYSTEM
 from opentelemetry_exporter_userevents.reader.commands.common import prefixes_of, tracefs_of
 from opentelemetry_exporter_userevents.reader.decoder import RecordDecoder
+from opentelemetry_exporter_userevents.reader.terminal_text import printable
 from opentelemetry_exporter_userevents.reader.trace_reader import our_tracepoints
 from opentelemetry_exporter_userevents.record.tracepoints import (
     ANY_PREFIX,
@@ -33,22 +34,28 @@ def status(args: argparse.Namespace, out: TextIO) -> int:
     prefixes = prefixes_of(args, every_by_default=True)
     decoder = RecordDecoder(prefixes)
     instances = tracefs.instances()
-    out.write(f"tracefs: {tracefs.path}\n")
+    _line(out, f"tracefs: {tracefs.path}")
     found = our_tracepoints(tracefs, decoder)
     by_prefix: dict[str, list[tuple[str, str, str]]] = {}
     for system, name, kind in found:
         parsed = parse_tracepoint(name)
         by_prefix.setdefault(parsed.prefix if parsed else "?", []).append((system, name, kind))
     for prefix in sorted(by_prefix):
-        out.write(f"prefix {prefix}:\n")
+        _line(out, f"prefix {prefix}:")
         for system, name, kind in by_prefix[prefix]:
-            out.write(f"  {system}/{name}: {kind}, {_describe(tracefs, system, name, decoder)}\n")
+            _line(out, f"  {system}/{name}: {kind}, {_describe(tracefs, system, name, decoder)}")
             listeners = _listeners(tracefs, system, name, users.get(name, []), instances)
-            out.write(f"    listeners: {', '.join(listeners) if listeners else 'none'}\n")
+            _line(out, f"    listeners: {', '.join(listeners) if listeners else 'none'}")
     if not found:
         wanted = "any prefix" if ANY_PREFIX in prefixes else ", ".join(prefixes)
-        out.write(f"no tracepoints of ours are registered ({wanted})\n")
+        _line(out, f"no tracepoints of ours are registered ({wanted})")
     return 0
+
+
+def _line(out: TextIO, text: str) -> None:
+    """One line of the report: names, tracepoint texts and errors come from tracefs, which
+    any process allowed to register user_events writes into."""
+    out.write(printable(text) + "\n")
 
 
 def _describe(tracefs: Tracefs, system: str, name: str, decoder: RecordDecoder) -> str:
