@@ -14,10 +14,10 @@ bytes; tracefs access lives in :mod:`.tracefs`.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from opentelemetry_exporter_userevents.abi.binary import U32, U64
 from opentelemetry_exporter_userevents.abi.format import parse_field_line
 
 PADDING = 29
@@ -32,9 +32,6 @@ MISSED_STORED = 1 << 30
 _COMMIT_SIZE_MASK = (1 << 30) - 1
 _TS_BITS = 27
 _TS_MASK = (1 << 59) - 1
-
-_U32 = struct.Struct("<I")
-_U64 = struct.Struct("<Q")
 
 
 class PageError(ValueError):
@@ -88,8 +85,8 @@ def parse_page(page: bytes | bytearray | memoryview, layout: PageLayout) -> Page
     view = memoryview(page)
     if len(view) < layout.data_offset:
         raise PageError(f"page of {len(view)} bytes is shorter than its header")
-    (timestamp,) = _U64.unpack_from(view, layout.timestamp_offset)
-    (commit,) = _U32.unpack_from(view, layout.commit_offset)  # low 32 bits (little-endian)
+    (timestamp,) = U64.unpack_from(view, layout.timestamp_offset)
+    (commit,) = U32.unpack_from(view, layout.commit_offset)  # low 32 bits (little-endian)
     size = commit & _COMMIT_SIZE_MASK
     start = layout.data_offset
     end = start + size
@@ -99,13 +96,13 @@ def parse_page(page: bytes | bytearray | memoryview, layout: PageLayout) -> Page
     if commit & MISSED_STORED:
         if end + 8 > len(view):
             raise PageError("missed-events count stored past the page")
-        (missed_count,) = _U64.unpack_from(view, end)
+        (missed_count,) = U64.unpack_from(view, end)
     events = list(_events(view, start, end, timestamp))
     return Page(events, bool(commit & MISSED_EVENTS), missed_count)
 
 
 def _events(view: memoryview, position: int, end: int, ts: int) -> Iterator[tuple[int, memoryview]]:
-    unpack = _U32.unpack_from
+    unpack = U32.unpack_from
     while position < end:
         if position + 4 > end:
             raise PageError(f"event header at {position} runs past the data")

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import struct
 
+from opentelemetry_exporter_userevents.abi.binary import U64
+
 S64_MIN = -(1 << 63)
 S64_MAX = (1 << 63) - 1
 
 _DOUBLE = struct.Struct("<d")
-_U64 = struct.Struct("<Q")
 _S64 = struct.Struct("<q")
 
 # JSON keys of the ``buckets`` and ``exemplars`` texts
@@ -45,20 +46,20 @@ KIND_EXP_HISTOGRAM = 4
 
 def double_bits(value: float) -> int:
     """The IEEE-754 bits of ``value`` (any float, or an int a double can hold approximately)."""
-    return int(_U64.unpack(_DOUBLE.pack(value))[0])
+    return int(U64.unpack(_DOUBLE.pack(value))[0])
 
 
 def bits_double(bits: int) -> float:
-    return float(_DOUBLE.unpack(_U64.pack(bits))[0])
+    return float(_DOUBLE.unpack(U64.pack(bits))[0])
 
 
 def s64_bits(value: int) -> int:
     """An s64 as the u64 of its two's complement."""
-    return int(_U64.unpack(_S64.pack(value))[0])
+    return int(U64.unpack(_S64.pack(value))[0])
 
 
 def bits_s64(bits: int) -> int:
-    return int(_S64.unpack(_U64.pack(bits))[0])
+    return int(_S64.unpack(U64.pack(bits))[0])
 
 
 def fits_s64(value: int) -> bool:

@@ -16,12 +16,13 @@ named, not read.
 from __future__ import annotations
 
 import os
-import struct
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+from opentelemetry_exporter_userevents.abi.binary import U32 as _U32
+from opentelemetry_exporter_userevents.abi.binary import U64 as _U64
 from opentelemetry_exporter_userevents.reader.capture.tracing_data import (
     CaptureError,
     Cursor,
@@ -37,8 +38,6 @@ OPTION_BUFFER = 3
 _OPTIONS = b"options  \0"
 _FLYRECORD = b"flyrecord\0"
 _LATENCY = b"latency  \0"
-_U32 = struct.Struct("<I")
-_U64 = struct.Struct("<Q")
 
 
 @dataclass

@@ -20,7 +20,7 @@ from opentelemetry_exporter_userevents.reader.capture.compression import (
     Decompressor,
     decompressor,
 )
-from opentelemetry_exporter_userevents.reader.capture.trace_dat import TraceDat, clip
+from opentelemetry_exporter_userevents.reader.capture.trace_dat import OPTION_BUFFER, TraceDat, clip
 from opentelemetry_exporter_userevents.reader.capture.tracing_data import (
     CaptureError,
     Cursor,
@@ -32,7 +32,6 @@ from opentelemetry_exporter_userevents.reader.capture.tracing_data import (
 )
 
 OPTION_DONE = 0
-OPTION_BUFFER = 3
 SECTION_BUFFER = 3
 SECTION_OPTIONS = 0
 SECTION_HEADER_INFO = 16

@@ -14,12 +14,11 @@ there are: a damaged file gives a :class:`CaptureError` saying where, never a wr
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 
+from opentelemetry_exporter_userevents.abi.binary import U32, U64
+
 MAGIC = b"\x17\x08\x44tracing"
-_U32 = struct.Struct("<I")
-_U64 = struct.Struct("<Q")
 
 
 class CaptureError(ValueError):
@@ -66,10 +65,10 @@ class Cursor:
         return int.from_bytes(self.take(2, item), "little")
 
     def u32(self, item: str) -> int:
-        return int(_U32.unpack(self.take(4, item))[0])
+        return int(U32.unpack(self.take(4, item))[0])
 
     def u64(self, item: str) -> int:
-        return int(_U64.unpack(self.take(8, item))[0])
+        return int(U64.unpack(self.take(8, item))[0])
 
     def cstring(self, item: str, limit: int = 4096) -> str:
         """A NUL-terminated string of at most ``limit`` bytes."""
@@ -154,24 +153,24 @@ def write_tracing_data(data: TracingData) -> bytes:
     """The block as trace-cmd writes it (version ``data.version``, little-endian)."""
     out = bytearray(MAGIC)
     out += data.version.encode() + b"\0"
-    out += bytes([0, data.long_size]) + _U32.pack(data.page_size)
+    out += bytes([0, data.long_size]) + U32.pack(data.page_size)
     for label, text in (("header_page", data.header_page), ("header_event", data.header_event)):
         encoded = text.encode()
-        out += label.encode() + b"\0" + _U64.pack(len(encoded)) + encoded
+        out += label.encode() + b"\0" + U64.pack(len(encoded)) + encoded
     ftrace = [text.encode() for system, text in data.formats if system == "ftrace"]
-    out += _U32.pack(len(ftrace))
+    out += U32.pack(len(ftrace))
     for encoded in ftrace:
-        out += _U64.pack(len(encoded)) + encoded
+        out += U64.pack(len(encoded)) + encoded
     systems: dict[str, list[bytes]] = {}
     for system, text in data.formats:
         if system != "ftrace":
             systems.setdefault(system, []).append(text.encode())
-    out += _U32.pack(len(systems))
+    out += U32.pack(len(systems))
     for system, texts in systems.items():
-        out += system.encode() + b"\0" + _U32.pack(len(texts))
+        out += system.encode() + b"\0" + U32.pack(len(texts))
         for encoded in texts:
-            out += _U64.pack(len(encoded)) + encoded
-    out += _U32.pack(0) + _U32.pack(0)  # no kallsyms, no printk formats
+            out += U64.pack(len(encoded)) + encoded
+    out += U32.pack(0) + U32.pack(0)  # no kallsyms, no printk formats
     cmdlines = data.cmdlines.encode()
-    out += _U64.pack(len(cmdlines)) + cmdlines
+    out += U64.pack(len(cmdlines)) + cmdlines
     return bytes(out)
