@@ -13,7 +13,10 @@ a letter) and every other non-printable character become their Python escapes, o
 
 from __future__ import annotations
 
+import logging
 import re
+import sys
+from typing import TextIO
 
 _UNSAFE = re.compile(r"[^\x20-\x7e\xa0-\U0010ffff]|[^\S ]|[\u2028\u2029\u200e\u200f\u202a-\u202e]")
 """C0 (incl. ESC, newline, tab), DEL, C1, other whitespace but space, and the line and
@@ -41,3 +44,30 @@ def cut(text: str, width: int) -> str:
     """:func:`printable` ``text``, at most ``width`` characters (the last one ``…`` when cut)."""
     safe = printable(text)
     return safe if len(safe) <= width else safe[: width - 1] + "…"
+
+
+class PrintableFormatter(logging.Formatter):
+    """Log lines on one line each, message and exception escaped: the SDK and the OTLP
+    encoder log texts from records (``Failed to encode key <key>``), and Python's
+    last-resort handler would print them raw to the operator's terminal."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = printable(record.getMessage())
+        if record.exc_info and record.exc_info[1] is not None:
+            error = record.exc_info[1]
+            message += f" ({type(error).__name__}: {printable(str(error))})"
+        return f"otel-userevents: {record.levelname.lower()}: {record.name}: {message}"
+
+
+def escape_logging(stream: TextIO | None = None) -> logging.Handler:
+    """Send warnings and errors logged by the libraries the reader uses to ``stream``
+    (stderr) through :class:`PrintableFormatter`, once per process."""
+    root = logging.getLogger()
+    for handler in root.handlers:
+        if isinstance(handler.formatter, PrintableFormatter):
+            return handler
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(PrintableFormatter())
+    handler.setLevel(logging.WARNING)
+    root.addHandler(handler)
+    return handler
