@@ -68,12 +68,32 @@ def _service(resource: Any) -> str:
     return printable(str(resource.attributes.get("service.name", ""))) if resource else ""
 
 
+MAX_WAITING_SPANS = 100_000
+"""Spans held while they wait for their trace's root. Past it (or past
+:data:`MAX_WAITING_TRACES` traces), the oldest trace is printed as it is, marked: a writer
+whose roots never come cannot grow the reader without bound."""
+MAX_WAITING_TRACES = 10_000
+MAX_DEPTH = 32
+"""Levels of a tree drawn indented; deeper spans are drawn at this depth, marked with
+their own (a chain of any length prints in bounded width, with no recursion)."""
+
+
 class TreeView:
-    """Writes spans as trace trees and logs as lines to ``out``."""
+    """Writes spans as trace trees and logs as lines to ``out``.
+
+    Every span given is printed exactly once, whatever its parent links say: a span that is
+    its own parent, or spans that are each other's parent, are printed as roots, marked
+    ``(own parent)`` or ``(parent cycle)``; a span whose parent is not in the trace,
+    ``(parent ... not seen)``. A span id seen twice is printed twice, its children under the
+    first."""
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self._traces: dict[int, list[ReadableSpan]] = {}
+        """Spans waiting for their trace's root, by trace id, oldest trace first."""
+        self._waiting = 0
+        self.printed_early = 0
+        """Traces printed before their root came, to keep within the limits."""
 
     def add(self, items: Iterable[ReadableSpan | ReadableLogRecord | MetricPoint]) -> None:
         for item in items:
@@ -83,57 +103,84 @@ class TreeView:
             if isinstance(item, MetricPoint):
                 self.out.write(metric_line(item) + "\n")
                 continue
-            spans = self._traces.setdefault(item.context.trace_id, [])
+            trace_id = item.context.trace_id
+            spans = self._traces.setdefault(trace_id, [])
             spans.append(item)
+            self._waiting += 1
             if item.parent is None or item.parent.is_remote:
-                self._print_trace(self._traces.pop(item.context.trace_id))
+                self._print_trace(self._pop(trace_id))
+                continue
+            while self._waiting > MAX_WAITING_SPANS or len(self._traces) > MAX_WAITING_TRACES:
+                self.printed_early += 1
+                oldest = self._pop(next(iter(self._traces)))
+                self._print_trace(oldest, "  (printed before its root: too many spans waiting)")
         self.out.flush()
 
     def flush(self) -> None:
         """Print the spans still waiting for their root."""
         for trace_id in list(self._traces):
-            self._print_trace(self._traces.pop(trace_id))
+            self._print_trace(self._pop(trace_id))
         self.out.flush()
 
-    def _print_trace(self, spans: list[ReadableSpan]) -> None:
-        ids = {span.context.span_id for span in spans}
-        children: dict[int, list[ReadableSpan]] = {}
-        roots = []
-        for span in sorted(spans, key=lambda s: s.start_time or 0):
-            if span.parent is not None and span.parent.span_id in ids:
-                children.setdefault(span.parent.span_id, []).append(span)
-            else:
-                roots.append(span)
-        first = roots[0]
-        self.out.write(f"trace {first.context.trace_id:032x}  {_service(first.resource)}\n")
-        for root in roots:
-            note = ""
-            if root.parent is not None and not root.parent.is_remote:
-                note = f"  (parent {root.parent.span_id:016x} not seen)"
-            self._print_span(root, children, "  ", "", note)
+    def _pop(self, trace_id: int) -> list[ReadableSpan]:
+        spans = self._traces.pop(trace_id)
+        self._waiting -= len(spans)
+        return spans
 
-    def _print_span(
-        self,
-        span: ReadableSpan,
-        children: dict[int, list[ReadableSpan]],
-        indent: str,
-        branch: str,
-        note: str = "",
-    ) -> None:
+    def _print_trace(self, spans: list[ReadableSpan], note: str = "") -> None:
+        spans = sorted(spans, key=lambda s: s.start_time or 0)
+        first: dict[int, int] = {}  # span id -> index of the first span with it
+        for index, span in enumerate(spans):
+            first.setdefault(span.context.span_id, index)
+        parents: list[int | None] = []
+        notes: list[str] = []
+        for span in spans:
+            parent = span.parent
+            if parent is None or parent.is_remote:
+                parents.append(None)
+                notes.append("")
+            elif parent.span_id == span.context.span_id:
+                parents.append(None)
+                notes.append("  (own parent)")
+            elif parent.span_id in first:
+                parents.append(first[parent.span_id])
+                notes.append("")
+            else:
+                parents.append(None)
+                notes.append(f"  (parent {parent.span_id:016x} not seen)")
+        _break_cycles(parents, notes, spans)
+        children: list[list[int]] = [[] for _ in spans]
+        roots: list[int] = []
+        for index, parent_index in enumerate(parents):
+            (roots if parent_index is None else children[parent_index]).append(index)
+        self.out.write(
+            f"trace {spans[0].context.trace_id:032x}  {_service(spans[0].resource)}{note}\n"
+        )
+        # depth-first, iterative: (span index, indent, branch, depth)
+        stack = [(index, "  ", "", 0) for index in reversed(roots)]
+        while stack:
+            index, indent, branch, depth = stack.pop()
+            span = spans[index]
+            deep = f"  (depth {depth})" if depth > MAX_DEPTH else ""
+            self._print_span(span, indent + branch, notes[index] + deep)
+            inner = indent
+            if depth < MAX_DEPTH:
+                inner += "│  " if branch == "├─ " else "   " if branch else ""
+            kids = children[index]
+            for number in range(len(kids) - 1, -1, -1):
+                last = number == len(kids) - 1
+                stack.append((kids[number], inner, "└─ " if last else "├─ ", depth + 1))
+
+    def _print_span(self, span: ReadableSpan, lead: str, note: str) -> None:
         attributes = _attributes(span.attributes)
         self.out.write(
-            f"{indent}{branch}{printable(span.name)}  {span.kind.name.lower()}  {_duration(span)}"
+            f"{lead}{printable(span.name)}  {span.kind.name.lower()}  {_duration(span)}"
             f"  [{_status(span)}]{'  ' + attributes if attributes else ''}{note}\n"
         )
-        inner = indent + ("│  " if branch == "├─ " else "   " if branch else "")
+        below = lead.replace("├─ ", "│  ").replace("└─ ", "   ")
         for event in span.events:
-            self.out.write(
-                f"{inner}   • {printable(event.name)} {_time(event.timestamp)}"
-                f"  {_attributes(event.attributes)}\n".rstrip(" ")
-            )
-        kids = children.get(span.context.span_id, [])
-        for number, child in enumerate(kids):
-            self._print_span(child, children, inner, "└─ " if number == len(kids) - 1 else "├─ ")
+            line = f"{below}   • {printable(event.name)} {_time(event.timestamp)}"
+            self.out.write(f"{line}  {_attributes(event.attributes)}".rstrip(" ") + "\n")
 
     @staticmethod
     def log_line(readable: ReadableLogRecord) -> str:
@@ -156,6 +203,25 @@ class TreeView:
         if record.trace_id:
             parts.append(f"trace={record.trace_id:032x} span={record.span_id:016x}")
         return "  ".join(p for p in parts if p)
+
+
+def _break_cycles(parents: list[int | None], notes: list[str], spans: list[ReadableSpan]) -> None:
+    """Make one span of each parent cycle a root, marked, so the links form a forest."""
+    state = [0] * len(parents)  # 0: not seen, 1: on the path walked now, 2: done
+    for start in range(len(parents)):
+        path = []
+        at: int | None = start
+        while at is not None and state[at] == 0:
+            state[at] = 1
+            path.append(at)
+            at = parents[at]
+        if at is not None and state[at] == 1:  # the walk came back to itself
+            parent = spans[at].parent
+            assert parent is not None
+            notes[at] = f"  (parent cycle: parent {parent.span_id:016x})"
+            parents[at] = None
+        for index in path:
+            state[index] = 2
 
 
 _KIND_LABELS = {
