@@ -27,6 +27,7 @@ from opentelemetry_exporter_userevents.reader.commands.capture import decode
 from opentelemetry_exporter_userevents.reader.commands.hist import hist
 from opentelemetry_exporter_userevents.reader.commands.record import record
 from opentelemetry_exporter_userevents.reader.commands.status import status
+from opentelemetry_exporter_userevents.reader.private_file import open_private
 from opentelemetry_exporter_userevents.reader.terminal_text import printable
 
 
@@ -103,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return hist(args, sys.stdout, sys.stderr)
         command = decode if args.command == "decode" else record
         if args.output:
-            with open(args.output, "w", encoding="utf-8") as out:
+            with open_private(args.output) as out:
                 return command(args, out, sys.stderr)
         return command(args, sys.stdout, sys.stderr)
     except (TracefsError, ValueError, ImportError, OSError) as error:

@@ -15,7 +15,10 @@ named, not read.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shlex
+import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -31,6 +34,7 @@ from opentelemetry_exporter_userevents.reader.capture.tracing_data import (
     read_preamble,
     write_tracing_data,
 )
+from opentelemetry_exporter_userevents.reader.private_file import open_private
 
 VERSION = "6"
 OPTION_BUFFER = 3
@@ -102,24 +106,39 @@ def clip(data: memoryview, offset: int, size: int) -> tuple[memoryview, int]:
     return data[offset : offset + available], size - available
 
 
+class SpoolKeptError(OSError):
+    """The trace.dat could not be written; the pages were kept in their spool files, which
+    the message names with the command that makes the trace.dat from them."""
+
+    def __init__(self, code: int | None, message: str, spool_dir: str) -> None:
+        super().__init__(code, message)
+        self.spool_dir = spool_dir
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
 class TraceDatWriter:
     """Writes a version 6 trace.dat from pages as they are read.
 
-    Pages are spooled per CPU in temporary files beside ``path`` (so a long capture does not
-    sit in memory); :meth:`close` writes the header, with the format files of every event
-    added, then each CPU's pages.
+    Pages are spooled per CPU in files (0600, :mod:`..private_file`) in a private directory
+    (0700) beside ``path``, so a long capture does not sit in memory; :meth:`close` writes
+    the header, with the format files of every event added, then each CPU's pages. If that
+    fails (disk full, ``path`` a directory), nothing captured is lost: :meth:`keep` leaves
+    the spools and a ``header`` file beside them, whose concatenation is the trace.dat.
     """
 
     def __init__(self, path: str, page_size: int, header_page: str, header_event: str) -> None:
         self.path = path
         self.tracing = TracingData(VERSION, page_size, header_page, header_event)
-        self._spool_dir = tempfile.TemporaryDirectory(
+        self.spool_dir = tempfile.mkdtemp(
             prefix=".capture-", dir=os.path.dirname(os.path.abspath(path))
         )
         self._spools: dict[int, BinaryIO] = {}
         self._formats: set[tuple[str, str]] = set()
         self.pages = 0
         self.closed = False
+        self._kept: str | None = None
 
     def add_format(self, system: str, text: str) -> None:
         """Carry this ``format`` file (once, however often it is added)."""
@@ -128,45 +147,106 @@ class TraceDatWriter:
             self.tracing.formats.append((system, text))
 
     def add_page(self, cpu: int, page: bytes) -> None:
-        """Append one sub-buffer of ``cpu`` (padded to the page size)."""
+        """Append one sub-buffer of ``cpu`` (padded to the page size). If the spool cannot
+        take it (disk full), it is cut back to its whole pages and the error raised."""
         spool = self._spools.get(cpu)
         if spool is None:
-            spool = self._spools[cpu] = open(  # noqa: SIM115 (closed in close())
-                os.path.join(self._spool_dir.name, f"cpu{cpu}"), "w+b"
-            )
+            spool = self._spools[cpu] = open_private(self._spool_path(cpu), "w+b")
         size = self.tracing.page_size
-        spool.write(page[:size] + bytes(max(0, size - len(page))))
+        end = spool.tell()
+        try:
+            spool.write(page[:size] + bytes(max(0, size - len(page))))
+            spool.flush()
+        except OSError:
+            with contextlib.suppress(OSError):
+                spool.seek(end)
+                spool.truncate(end)
+            raise
         self.pages += 1
 
     def close(self, cmdlines: str = "") -> None:
-        """Write the file (idempotent); the spools go away."""
+        """Write the file (idempotent); the spools go away. If it cannot be written, the
+        spools are kept (:meth:`keep`) and :class:`SpoolKeptError` says where."""
         if self.closed:
             return
-        self.closed = True
+        self.tracing.cmdlines = cmdlines
+        header = self._header()
+        created = False
         try:
-            self.tracing.cmdlines = cmdlines
-            page_size = self.tracing.page_size
-            cpus = max(self._spools, default=-1) + 1
-            header = bytearray(write_tracing_data(self.tracing))
-            header += _U32.pack(cpus) + _FLYRECORD
-            offset = -(-(len(header) + 16 * cpus) // page_size) * page_size
-            table = bytearray()
-            for cpu in range(cpus):
-                spool = self._spools.get(cpu)
-                size = spool.seek(0, os.SEEK_END) if spool else 0
-                table += _U64.pack(offset) + _U64.pack(size)
-                offset += size
-            header += table
-            with open(self.path, "wb") as out:
+            with open_private(self.path, "wb") as out:
+                created = True
                 out.write(header)
-                out.write(bytes(-len(header) % page_size))
-                for cpu in range(cpus):
-                    spool = self._spools.get(cpu)
-                    if spool is not None:
-                        spool.seek(0)
-                        while chunk := spool.read(1 << 20):
-                            out.write(chunk)
-        finally:
-            for spool in self._spools.values():
+                for spool in self._spools_in_order():
+                    spool.seek(0)
+                    while chunk := spool.read(1 << 20):
+                        out.write(chunk)
+        except OSError as error:
+            if created:  # a partial trace.dat would mislead, and holds the space a retry needs
+                with contextlib.suppress(OSError):
+                    os.unlink(self.path)
+            kept = self.keep(cmdlines)
+            raise SpoolKeptError(
+                error.errno,
+                f"could not write {self.path}: {_reason(error)}; {kept}",
+                self.spool_dir,
+            ) from error
+        self.closed = True
+        for spool in self._spools.values():
+            spool.close()
+        shutil.rmtree(self.spool_dir, ignore_errors=True)
+
+    def keep(self, cmdlines: str = "") -> str:
+        """Leave the pages where they are, with a ``header`` file beside them (the trace.dat
+        is the header then each CPU's spool, concatenated); say where and how to make the
+        trace.dat. Idempotent; :meth:`close` does nothing afterwards."""
+        if self._kept is not None:
+            return self._kept
+        self.closed = True
+        self.tracing.cmdlines = cmdlines
+        header = self._header()
+        for spool in self._spools.values():
+            with contextlib.suppress(OSError):
                 spool.close()
-            self._spool_dir.cleanup()
+        self._kept = self._keep(header)
+        return self._kept
+
+    def _keep(self, header: bytes) -> str:
+        parts = [os.path.join(self.spool_dir, "header")]
+        parts += [self._spool_path(cpu) for cpu in sorted(self._spools)]
+        pages = f"{self.pages} pages kept in {self.spool_dir}"
+        try:
+            with open_private(parts[0], "wb") as out:
+                out.write(header)
+        except OSError as error:
+            with contextlib.suppress(OSError):
+                os.unlink(parts[0])
+            spools = shlex.join(parts[1:]) or "no pages"
+            return f"{pages} ({spools}; its header could not be written: {_reason(error)})"
+        command = f"cat {shlex.join(parts)} > {shlex.quote(self.path)}"
+        return f"{pages}; make the trace.dat with: {command}"
+
+    def _spool_path(self, cpu: int) -> str:
+        return os.path.join(self.spool_dir, f"cpu{cpu}")
+
+    def _spools_in_order(self) -> list[BinaryIO]:
+        return [self._spools[cpu] for cpu in sorted(self._spools)]
+
+    def _header(self) -> bytes:
+        """Everything before the first CPU's pages, padded to a page: the tracing data, the
+        CPU count and the table of each CPU's (offset, size)."""
+        page_size = self.tracing.page_size
+        cpus = max(self._spools, default=-1) + 1
+        header = bytearray(write_tracing_data(self.tracing))
+        header += _U32.pack(cpus) + _FLYRECORD
+        offset = -(-(len(header) + 16 * cpus) // page_size) * page_size
+        for cpu in range(cpus):
+            spool = self._spools.get(cpu)
+            size = spool.seek(0, os.SEEK_END) if spool else 0
+            header += _U64.pack(offset) + _U64.pack(size)
+            offset += size
+        header += bytes(-len(header) % page_size)
+        return bytes(header)
+
+
+def _reason(error: OSError) -> str:
+    return error.strerror or str(error)

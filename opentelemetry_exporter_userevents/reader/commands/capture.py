@@ -20,15 +20,23 @@ from opentelemetry_exporter_userevents.reader.commands.common import (
     run_until_stopped,
     stop_signals,
 )
+from opentelemetry_exporter_userevents.reader.private_file import open_private
 from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.reader.trace_reader import TraceReader
 
 
 def capture(args: argparse.Namespace, reader: TraceReader, tracefs: Tracefs, err: TextIO) -> int:
     """``record --capture FILE``: pages and format files to a trace.dat, no decoding (so
-    a burst is kept whole however slow decoding would be); ``decode`` rebuilds it later."""
+    a burst is kept whole however slow decoding would be); ``decode`` rebuilds it later.
+
+    Safe on failure: whatever happens, the instance is disabled and removed first (no
+    service keeps paying for a listener that is gone), then the trace.dat is written; if it
+    cannot be (disk full, FILE a directory), the pages stay in their spool files, which the
+    one-line error names, and the exit status is 1 (130 after a second Ctrl-C)."""
     started = time.monotonic()
     writer: TraceDatWriter | None = None
+    stop_reason = "error"
+    failure: BaseException | None = None
     try:
         with stop_signals() as stop:
             reader.start()
@@ -39,7 +47,7 @@ def capture(args: argparse.Namespace, reader: TraceReader, tracefs: Tracefs, err
                 tracefs.header_event(),
             )
             if args.ready_file:
-                with open(args.ready_file, "w") as f:
+                with open_private(args.ready_file) as f:
                     f.write(reader.instance)
 
             def keep_pages() -> bool:
@@ -52,21 +60,60 @@ def capture(args: argparse.Namespace, reader: TraceReader, tracefs: Tracefs, err
             stop_reason = run_until_stopped(keep_pages, deadline, stop)
             for cpu, page in reader.read_cpu_pages():
                 writer.add_page(cpu, page)
-    finally:
-        if writer is not None:
-            for system, text in reader.formats():
-                writer.add_format(system, text)
-            writer.close(tracefs.saved_cmdlines())
-        reader.close()
-    kept = writer.pages if writer else 0
-    err.write(
-        f"otel-userevents: stopped ({stop_reason}): {kept} pages "
-        f"({kept * reader.decoder.layout.page_size / 1048576:.1f} MiB) of "
-        f"{len(reader.tracepoints)} tracepoints captured to {args.capture} "
+    except BaseException as error:  # acted on below, once the reader is closed
+        failure = error
+    reader.close()
+    if reader.cleanup_error:
+        err.write(f"otel-userevents: {reader.cleanup_error}\n")
+    if writer is None:
+        if failure is not None:
+            raise failure  # nothing captured: the reader's error, as for record
+        return 0
+    for system, text in reader.formats():
+        writer.add_format(system, text)
+    cmdlines = _saved_cmdlines(tracefs)
+    if failure is not None and not isinstance(failure, OSError):
+        kept = writer.keep(cmdlines)  # a second Ctrl-C (quit at once), or a bug
+        err.write(f"otel-userevents: capture stopped ({_why(failure)}): {kept}\n")
+        err.flush()
+        if isinstance(failure, KeyboardInterrupt):
+            return 130
+        raise failure
+    try:
+        writer.close(cmdlines)
+    except OSError as error:  # SpoolKeptError: the pages are kept, and it says where
+        if failure is not None:
+            err.write(f"otel-userevents: capture stopped: {_why(failure)}\n")
+        err.write(f"otel-userevents: {error}\n")
+        err.flush()
+        return 1
+    kept_pages = writer.pages
+    summary = (
+        f"{kept_pages} pages ({kept_pages * reader.decoder.layout.page_size / 1048576:.1f} MiB)"
+        f" of {len(reader.tracepoints)} tracepoints captured to {args.capture} "
         f"(trace.dat v6), lost {reader.lost}; rebuild with: otel-userevents decode "
-        f"{args.capture}\n"
+        f"{args.capture}"
     )
+    if failure is not None:  # reading or spooling failed; what was kept is in the file
+        err.write(f"otel-userevents: capture stopped: {_why(failure)}; {summary}\n")
+        return 1
+    err.write(f"otel-userevents: stopped ({stop_reason}): {summary}\n")
     return 0
+
+
+def _saved_cmdlines(tracefs: Tracefs) -> str:
+    try:
+        return tracefs.saved_cmdlines()
+    except OSError:
+        return ""  # only names the writers' pids
+
+
+def _why(failure: BaseException) -> str:
+    if isinstance(failure, KeyboardInterrupt):
+        return "interrupted twice"
+    if isinstance(failure, OSError) and failure.strerror and failure.filename:
+        return f"{failure.filename}: {failure.strerror}"
+    return str(failure) or type(failure).__name__
 
 
 def decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

@@ -18,6 +18,7 @@ from opentelemetry_exporter_userevents.reader.commands.common import (
 )
 from opentelemetry_exporter_userevents.reader.hist_collector import HistCollector
 from opentelemetry_exporter_userevents.reader.hist_view import render
+from opentelemetry_exporter_userevents.reader.private_file import open_private
 from opentelemetry_exporter_userevents.reader.terminal_text import printable
 
 
@@ -31,7 +32,7 @@ def hist(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         with stop_signals() as stop:
             collector.start()
             if args.ready_file:  # tests and scripts wait for this before they start writing
-                with open(args.ready_file, "w") as f:
+                with open_private(args.ready_file) as f:
                     f.write(collector.instance)
 
             def poll() -> bool:

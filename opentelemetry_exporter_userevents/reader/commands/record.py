@@ -22,6 +22,7 @@ from opentelemetry_exporter_userevents.reader.commands.common import (
     tracefs_of,
 )
 from opentelemetry_exporter_userevents.reader.outputs import Output
+from opentelemetry_exporter_userevents.reader.private_file import open_private
 from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.reader.trace_reader import TraceReader
 
@@ -44,7 +45,7 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             for name, reason in {**reader.filter_rejected, **reader.incompatible}.items():
                 err.write(f"otel-userevents: not recording {name}: {reason}\n")
             if args.ready_file:  # tests and scripts wait for this before they start writing
-                with open(args.ready_file, "w") as f:
+                with open_private(args.ready_file) as f:
                     f.write(reader.instance)
             next_progress = started + PROGRESS_INTERVAL
 
