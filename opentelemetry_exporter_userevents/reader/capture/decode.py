@@ -7,13 +7,26 @@ format files the file carries, merged by timestamp.
 The file says which kind it is by its first bytes. Format files of events that are not
 ours are ignored; ours that do not match our schemas are listed, with the reason, and
 their records counted as undecodable, as the live reader does.
+
+Decoding streams: the file is mapped, not read, and :attr:`DecodedCapture.records` decodes
+as it is iterated. A trace.dat is decoded page by page, each CPU's pages in the order the
+kernel filled them (a compressed CPU's chunks inflated one at a time), the CPUs merged by
+timestamp (``heapq.merge``), so memory holds a page of records per CPU and one chunk per
+compressed CPU, whatever the size of the file; the pages of the file already read are
+dropped from the process as it goes (``MADV_DONTNEED``: they stay in the page cache), so
+its resident size does not grow with the file either. A perf.data is read sample by
+sample; perf writes its per-CPU buffers' samples out of time order, and sorting them waits
+for perf's round markers (:meth:`.PerfData.samples_and_rounds`): memory holds the records
+of two rounds, or, in a file without round markers (perf always writes them), every record.
 """
 
 from __future__ import annotations
 
+import heapq
 import mmap
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from opentelemetry_exporter_userevents.abi.format import parse_format
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
@@ -21,10 +34,11 @@ from opentelemetry_exporter_userevents.reader.capture.perf_data import (
     MAGIC as PERF_MAGIC,
 )
 from opentelemetry_exporter_userevents.reader.capture.perf_data import (
+    PerfData,
     PerfDataStats,
     read_perf_data,
 )
-from opentelemetry_exporter_userevents.reader.capture.trace_dat import read_trace_dat
+from opentelemetry_exporter_userevents.reader.capture.trace_dat import TraceDat, read_trace_dat
 from opentelemetry_exporter_userevents.reader.capture.trace_dat_v7 import read_trace_dat_v7
 from opentelemetry_exporter_userevents.reader.capture.tracing_data import (
     MAGIC as TRACING_MAGIC,
@@ -35,41 +49,95 @@ from opentelemetry_exporter_userevents.reader.capture.tracing_data import (
 )
 from opentelemetry_exporter_userevents.reader.decoder import RecordDecoder, TraceRecord
 
+RELEASE_EVERY = 64 << 20
+"""Bytes of pages or samples read between two drops of the mapped file's pages."""
+
+BATCH = 4096
+"""Records :func:`batches` hands over at a time."""
+
+_TIMESTAMP = itemgetter(0)  # TraceRecord.timestamp
+
 
 @dataclass
 class DecodedCapture:
-    """What a capture file held that is ours, and what could not be read."""
+    """What a capture file holds that is ours, and what could not be read."""
 
     kind: str
     """``trace.dat v6``, ``trace.dat v7, zstd`` (its compression) or ``perf.data``."""
-    records: list[TraceRecord]
     decoder: RecordDecoder
+    """Its ``stats`` count what has been decoded so far: all of it once :attr:`records` is
+    exhausted."""
+    records: Iterator[TraceRecord] = field(default_factory=lambda: iter(()))
+    """Our records by timestamp, decoded as they are iterated (once; ``list(records)`` for
+    all of them). A compressed chunk that does not inflate to what it declares raises
+    :class:`CaptureError` when iteration reaches it."""
     tracepoints: list[str] = field(default_factory=list)
     """Our tracepoints whose formats the file carries."""
     incompatible: dict[str, str] = field(default_factory=dict)
     """Our names, not our formats: the reason."""
     notes: list[str] = field(default_factory=list)
-    """What the file holds that was not decoded (instance buffers, compressed records)."""
+    """What the file holds that was not decoded (instance buffers, compressed records);
+    perf.data's skipped records are added once :attr:`records` is exhausted."""
+
+
+class _Release:
+    """Drops the mapped file's pages from the process every :data:`RELEASE_EVERY` bytes
+    read. The mapping stays valid: a page touched again is mapped again from the page
+    cache."""
+
+    def __init__(self, mapped: mmap.mmap | None) -> None:
+        advice = getattr(mmap, "MADV_DONTNEED", None)
+        self.drop = (lambda: mapped.madvise(advice)) if mapped and advice is not None else None
+        self.read_since = 0
+
+    def read(self, size: int) -> None:
+        self.read_since += size
+        if self.read_since >= RELEASE_EVERY and self.drop is not None:
+            self.read_since = 0
+            self.drop()
 
 
 def decode_file(path: str, prefixes: Sequence[str]) -> DecodedCapture:
-    """Decode a trace.dat or perf.data; raises :class:`CaptureError` (or OSError)."""
+    """Open a trace.dat or perf.data; raises :class:`CaptureError` (or OSError). Its
+    records decode as :attr:`DecodedCapture.records` is iterated."""
     with open(path, "rb") as f:
         try:
             mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         except ValueError:  # an empty file cannot be mapped
             raise CaptureError(f"{path} is empty") from None
     # Unmapped when the last view of it goes (records copy what they keep).
-    return decode_bytes(memoryview(mapped), prefixes)
+    return _decode(memoryview(mapped), prefixes, _Release(mapped))
 
 
 def decode_bytes(data: bytes | memoryview, prefixes: Sequence[str]) -> DecodedCapture:
-    """Decode a capture held in memory."""
+    """Decode a capture held in memory (its records, too, as they are iterated)."""
+    return _decode(data, prefixes, _Release(None))
+
+
+def batches(records: Iterable[TraceRecord], size: int = BATCH) -> Iterator[list[TraceRecord]]:
+    """``records`` in lists of ``size`` (the last one shorter). If reading them raises
+    :class:`CaptureError`, the records read before it are handed over first."""
+    batch: list[TraceRecord] = []
+    try:
+        for record in records:
+            batch.append(record)
+            if len(batch) >= size:
+                yield batch
+                batch = []
+    except CaptureError:
+        if batch:
+            yield batch
+        raise
+    if batch:
+        yield batch
+
+
+def _decode(data: bytes | memoryview, prefixes: Sequence[str], release: _Release) -> DecodedCapture:
     head = bytes(data[:10])
     if head.startswith(TRACING_MAGIC):
-        return _decode_trace_dat(data, prefixes)
+        return _decode_trace_dat(data, prefixes, release)
     if head.startswith(PERF_MAGIC):
-        return _decode_perf_data(data, prefixes)
+        return _decode_perf_data(data, prefixes, release)
     raise CaptureError("not a trace.dat (trace-cmd) or perf.data file")
 
 
@@ -78,7 +146,7 @@ def _decoder(tracing: TracingData, prefixes: Sequence[str], kind: str) -> Decode
         layout = PageLayout.from_header_page(tracing.header_page, tracing.page_size)
     except ValueError as error:
         raise CaptureError(f"{kind}: header_page: {error}") from None
-    decoded = DecodedCapture(kind, [], RecordDecoder(prefixes, layout))
+    decoded = DecodedCapture(kind, RecordDecoder(prefixes, layout))
     for _system, text in tracing.formats:
         try:
             fmt = parse_format(text)
@@ -95,15 +163,14 @@ def _decoder(tracing: TracingData, prefixes: Sequence[str], kind: str) -> Decode
     return decoded
 
 
-def _decode_trace_dat(data: bytes | memoryview, prefixes: Sequence[str]) -> DecodedCapture:
+def _decode_trace_dat(
+    data: bytes | memoryview, prefixes: Sequence[str], release: _Release
+) -> DecodedCapture:
     version_7 = bytes(data[len(TRACING_MAGIC) : len(TRACING_MAGIC) + 2]) == b"7\0"
     dat = read_trace_dat_v7(data) if version_7 else read_trace_dat(data)
     kind = f"trace.dat v7, {dat.compression}" if version_7 else "trace.dat v6"
     decoded = _decoder(dat.tracing, prefixes, kind)
-    per_cpu: dict[int, list[TraceRecord]] = {}
-    for cpu, page in dat.pages():
-        decoded.decoder.decode_page(page, per_cpu.setdefault(cpu, []))
-    decoded.records = _merged(per_cpu.values())
+    decoded.records = _trace_dat_records(dat, decoded.decoder, release)
     if dat.instance_buffers:
         decoded.notes.append(
             "trace-cmd instance buffers not decoded: " + ", ".join(dat.instance_buffers)
@@ -113,16 +180,61 @@ def _decode_trace_dat(data: bytes | memoryview, prefixes: Sequence[str]) -> Deco
     return decoded
 
 
-def _decode_perf_data(data: bytes | memoryview, prefixes: Sequence[str]) -> DecodedCapture:
+def _trace_dat_records(
+    dat: TraceDat, decoder: RecordDecoder, release: _Release
+) -> Iterator[TraceRecord]:
+    """Every CPU's records, merged by timestamp (a CPU's own order is kept, and on equal
+    timestamps the CPU listed first in the file comes first)."""
+    streams = [_page_records(pages, decoder, release) for _cpu, pages in dat.cpu_pages()]
+    return heapq.merge(*streams, key=_TIMESTAMP)
+
+
+def _page_records(
+    pages: Iterable[memoryview], decoder: RecordDecoder, release: _Release
+) -> Iterator[TraceRecord]:
+    """One CPU's records, a page decoded only when the previous page's are taken."""
+    records: list[TraceRecord] = []
+    for page in pages:
+        decoder.decode_page(page, records)
+        release.read(len(page))
+        yield from records
+        records.clear()
+
+
+def _decode_perf_data(
+    data: bytes | memoryview, prefixes: Sequence[str], release: _Release
+) -> DecodedCapture:
     perf = read_perf_data(data)
     decoded = _decoder(perf.tracing, prefixes, "perf.data")
-    records: list[TraceRecord] = []
-    for sample in perf.samples():
-        decoded.decoder.decode_record(sample.timestamp, sample.raw, records)
-    records.sort(key=lambda record: record.timestamp)
-    decoded.records = records
-    decoded.notes.extend(_perf_notes(perf.stats))
+    decoded.records = _perf_records(perf, decoded.decoder, release, decoded.notes)
     return decoded
+
+
+def _perf_records(
+    perf: PerfData, decoder: RecordDecoder, release: _Release, notes: list[str]
+) -> Iterator[TraceRecord]:
+    """The samples' records by timestamp (file order on equal timestamps). At the end of
+    each round, the records no later sample can precede (those up to the newest timestamp
+    of the rounds before it) are given; the rest wait, in a heap."""
+    waiting: list[tuple[int, int, TraceRecord]] = []
+    decoded: list[TraceRecord] = []
+    sequence = 0
+    newest = ready = -1  # newest timestamp read; the newest at the previous round's end
+    for sample in perf.samples_and_rounds():
+        if sample is None:
+            while waiting and waiting[0][0] <= ready:
+                yield heapq.heappop(waiting)[2]
+            ready = newest
+            continue
+        release.read(len(sample.raw))
+        if decoder.decode_record(sample.timestamp, sample.raw, decoded):
+            record = decoded.pop()
+            heapq.heappush(waiting, (record.timestamp, sequence, record))
+            sequence += 1
+            newest = max(newest, record.timestamp)
+    while waiting:
+        yield heapq.heappop(waiting)[2]
+    notes.extend(_perf_notes(perf.stats))
 
 
 def _perf_notes(stats: PerfDataStats) -> list[str]:
@@ -137,10 +249,3 @@ def _perf_notes(stats: PerfDataStats) -> list[str]:
     if stats.samples_without_raw:
         notes.append(f"{stats.samples_without_raw} samples without a raw record skipped")
     return notes
-
-
-def _merged(per_cpu: Iterable[list[TraceRecord]]) -> list[TraceRecord]:
-    """Records of all CPUs by timestamp (stable: a CPU's own order is kept on ties)."""
-    records = [record for cpu_records in per_cpu for record in cpu_records]
-    records.sort(key=lambda record: record.timestamp)
-    return records

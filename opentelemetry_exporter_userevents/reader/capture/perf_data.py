@@ -32,6 +32,9 @@ MAGIC = b"PERFILE2"
 HEADER_SIZE = 104
 HEADER_TRACING_DATA = 1
 RECORD_SAMPLE = 9
+RECORD_FINISHED_ROUND = 68
+"""Written by ``perf record`` after each pass over its per-CPU buffers (see
+:meth:`PerfData.samples_and_rounds`)."""
 RECORD_AUXTRACE = 71
 RECORD_COMPRESSED = 81
 
@@ -93,6 +96,14 @@ class PerfData:
 
     def samples(self) -> Iterator[Sample]:
         """Every sample with a raw record, in file order; counts the rest in :attr:`stats`."""
+        return (sample for sample in self.samples_and_rounds() if sample is not None)
+
+    def samples_and_rounds(self) -> Iterator[Sample | None]:
+        """:meth:`samples`, read as they are iterated, with None where perf marked the end
+        of a round. Samples are in the order perf copied them out of its per-CPU buffers,
+        not in time order; perf's own rule (``tools/perf/util/session.c``) says when they
+        can be sorted without the rest of the file: a sample read after the end of round
+        n+1 is never older than the newest sample of round n."""
         offset, size = self.data_section
         end = offset + size
         stats = self.stats
@@ -108,6 +119,10 @@ class PerfData:
                 continue
             if kind == RECORD_COMPRESSED:
                 stats.compressed += 1
+                continue
+            if kind == RECORD_FINISHED_ROUND:
+                stats.other_records += 1
+                yield None
                 continue
             if kind != RECORD_SAMPLE:
                 stats.other_records += 1

@@ -20,7 +20,7 @@ import os
 import shlex
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
@@ -43,27 +43,55 @@ _OPTIONS = b"options  \0"
 _FLYRECORD = b"flyrecord\0"
 _LATENCY = b"latency  \0"
 
+CpuData = bytes | memoryview | Iterable[bytes | bytearray | memoryview]
+"""A CPU's pages back to back, or the chunks they come in (inflated as they are reached)."""
+
 
 @dataclass
 class TraceDat:
     """A trace.dat: its tracing data and each CPU's pages."""
 
     tracing: TracingData
-    cpu_data: list[tuple[int, bytes | memoryview]]
-    """(cpu, its pages back to back), clipped to the file."""
+    cpu_data: list[tuple[int, CpuData]]
+    """(cpu, its pages back to back, clipped to the file); or, compressed (version 7), its
+    chunks, each inflated only when iteration reaches it."""
     instance_buffers: list[str] = field(default_factory=list)
     """Names of trace-cmd instance buffers in the file (not read)."""
     cut_short: int = 0
     """Bytes of CPU data the header announces beyond the end of the file."""
     compression: str = "none"
 
+    def cpu_pages(self) -> list[tuple[int, Iterator[memoryview]]]:
+        """Each CPU's whole pages, in the order the kernel filled them, read as they are
+        iterated: a compressed CPU's chunks are inflated one at a time, so memory holds at
+        most one chunk per CPU (and a page split between two chunks). An inflation error
+        is raised (:class:`CaptureError`) when iteration reaches the chunk."""
+        return [(cpu, _pages_of(data, self.tracing.page_size)) for cpu, data in self.cpu_data]
+
     def pages(self) -> Iterator[tuple[int, memoryview]]:
         """(cpu, page) for every whole page, CPU by CPU, in the order the kernel filled them."""
-        page_size = self.tracing.page_size
-        for cpu, blob in self.cpu_data:
-            view = memoryview(blob)
-            for start in range(0, len(view) - page_size + 1, page_size):
-                yield cpu, view[start : start + page_size]
+        for cpu, pages in self.cpu_pages():
+            for page in pages:
+                yield cpu, page
+
+
+def _pages_of(data: CpuData, page_size: int) -> Iterator[memoryview]:
+    """Whole pages of a CPU's data; a page split between two chunks is joined, and a
+    partial page at the end is left out."""
+    rest = b""
+    for chunk in (data,) if isinstance(data, (bytes, memoryview)) else data:
+        view = memoryview(chunk)
+        if rest:
+            need = page_size - len(rest)
+            joined, view = rest + bytes(view[:need]), view[need:]
+            if len(joined) < page_size:
+                rest = joined
+                continue
+            yield memoryview(joined)
+        whole = len(view) - len(view) % page_size
+        for start in range(0, whole, page_size):
+            yield view[start : start + page_size]
+        rest = bytes(view[whole:])
 
 
 def read_trace_dat(data: bytes | memoryview) -> TraceDat:
@@ -90,7 +118,7 @@ def read_trace_dat(data: bytes | memoryview) -> TraceDat:
         raise CaptureError("trace.dat holds a latency trace (text), not ring-buffer pages")
     if label != _FLYRECORD:
         raise CaptureError(f"trace.dat: unknown section {label!r}")
-    cpu_data: list[tuple[int, bytes | memoryview]] = []
+    cpu_data: list[tuple[int, CpuData]] = []
     cut_short = 0
     for cpu in range(cpus):
         offset, size = cursor.u64(f"CPU {cpu} offset"), cursor.u64(f"CPU {cpu} size")

@@ -9,14 +9,20 @@ flags:u16 string:u32 size:u64``; flag 1 means the body is ``csize:u32 usize:u32`
 compressed block. Options (``id:u16 size:u32 data``) point to the sections: 16 header
 info, 17 ftrace formats, 18 event formats, 21 cmdlines; 3 (BUFFER) describes an instance's
 flyrecord section and where each CPU's data is; 0 (DONE) gives the next options section.
-A compressed CPU's data is ``count:u32`` chunks of ``csize:u32 usize:u32 data``.
+A compressed CPU's data is ``count:u32`` chunks of ``csize:u32 usize:u32 data``: their
+framing is checked when the file is opened, and each chunk is inflated only when its pages
+are read, so memory holds one chunk per CPU, not a CPU's whole stream; every chunk is
+bounded (:mod:`.compression`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from opentelemetry_exporter_userevents.reader.capture.compression import (
+    MAX_CHUNK,
+    Buffer,
     Decompressor,
     decompressor,
 )
@@ -66,15 +72,29 @@ class _File:
             raise CaptureError(f"trace.dat: section {section_id} where {what} should be")
         body = Cursor(head.take(size, "section body"), what=f"trace.dat {what} section")
         if flags & COMPRESSED and section_id != SECTION_BUFFER:  # its CPUs' data are chunked
-            body = Cursor(self.block(body), what=body.what)
+            body = Cursor(memoryview(self.block(body)), what=body.what)
         return flags, body
 
-    def block(self, cursor: Cursor) -> bytes:
+    def block(self, cursor: Cursor) -> Buffer:
         """One compressed block: ``csize:u32 usize:u32 data``."""
+        compressed, size = self.block_header(cursor)
+        return self.decompressor(cursor)(compressed, size)
+
+    def block_header(self, cursor: Cursor) -> tuple[memoryview, int]:
+        """(compressed data, uncompressed size) of the block at the cursor, not inflated;
+        a size beyond :data:`.MAX_CHUNK` is refused here."""
+        compressed, size = cursor.u32("compressed size"), cursor.u32("uncompressed size")
+        if size > MAX_CHUNK:
+            raise CaptureError(
+                f"{cursor.what}: a compressed block declares {size} bytes uncompressed "
+                f"(at most {MAX_CHUNK} are accepted)"
+            )
+        return cursor.take(compressed, "compressed block"), size
+
+    def decompressor(self, cursor: Cursor) -> Decompressor:
         if self.inflate is None:
             raise CaptureError(f"{cursor.what} is marked compressed in an uncompressed file")
-        compressed, size = cursor.u32("compressed size"), cursor.u32("uncompressed size")
-        return self.inflate(bytes(cursor.take(compressed, "compressed block")), size)
+        return self.inflate
 
 
 def read_trace_dat_v7(data: bytes | memoryview) -> TraceDat:
@@ -123,7 +143,7 @@ def read_trace_dat_v7(data: bytes | memoryview) -> TraceDat:
             blob, missing = clip(file.data, offset, size + 4 if flags & COMPRESSED else size)
             dat.cut_short += missing
             if flags & COMPRESSED and not missing:
-                dat.cpu_data.append((cpu, _chunks(file, Cursor(blob, what=f"CPU {cpu} data"))))
+                dat.cpu_data.append((cpu, _Chunks(file, Cursor(blob, what=f"CPU {cpu} data"))))
             elif not flags & COMPRESSED:
                 dat.cpu_data.append((cpu, blob))
     return dat
@@ -148,6 +168,19 @@ def _options(body: Cursor, offsets: dict[int, int], buffers: list[_Buffer]) -> i
             buffers.append(buffer)
 
 
-def _chunks(file: _File, cursor: Cursor) -> bytes:
-    """A CPU's compressed pages: ``count:u32`` blocks, inflated back to back."""
-    return b"".join(file.block(cursor) for _ in range(cursor.u32("chunk count")))
+class _Chunks:
+    """A CPU's compressed pages: ``count:u32`` blocks, framing read now (a damaged or cut
+    file is refused before any record is decoded), each block inflated only when iteration
+    reaches it (and iterating again inflates again: nothing is kept)."""
+
+    def __init__(self, file: _File, cursor: Cursor) -> None:
+        self.file, self.inflate = file, file.decompressor(cursor)
+        self.count = cursor.u32("chunk count")
+        self.start = Cursor(cursor.data, cursor.offset, cursor.what)
+        for _ in range(self.count):  # walked again when iterated: nothing kept per chunk
+            file.block_header(cursor)
+
+    def __iter__(self) -> Iterator[Buffer]:
+        cursor = Cursor(self.start.data, self.start.offset, self.start.what)
+        for _ in range(self.count):
+            yield self.inflate(*self.file.block_header(cursor))

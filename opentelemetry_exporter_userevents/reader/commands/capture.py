@@ -12,7 +12,12 @@ import time
 from typing import TextIO
 
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs
-from opentelemetry_exporter_userevents.reader.capture import TraceDatWriter, decode_file
+from opentelemetry_exporter_userevents.reader.capture import (
+    CaptureError,
+    TraceDatWriter,
+    batches,
+    decode_file,
+)
 from opentelemetry_exporter_userevents.reader.commands.common import (
     output_of,
     prefixes_of,
@@ -122,15 +127,20 @@ def decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     decoded = decode_file(args.file, prefixes_of(args, every_by_default=True))
     for name, reason in decoded.incompatible.items():
         err.write(f"otel-userevents: not decoding {name}: {reason}\n")
-    for note in decoded.notes:
-        err.write(f"otel-userevents: {note}\n")
     output = output_of(args, out)
     rebuilder = Rebuilder(resource_wait=float("inf"))  # the whole file is there: no waiting
+    damaged: CaptureError | None = None
     try:
-        output.write(rebuilder.add(decoded.records))
+        try:  # records decode as they are taken: a batch at a time, whatever the file's size
+            for batch in batches(decoded.records):
+                output.write(rebuilder.add(batch))
+        except CaptureError as error:  # a chunk that does not inflate: the rest is lost
+            damaged = error
         output.write(rebuilder.flush())
     finally:
         output.close()
+    for note in decoded.notes:  # complete once every record is read
+        err.write(f"otel-userevents: {note}\n")
     stats = decoded.decoder.stats
     elapsed = time.monotonic() - started
     head = f"otel-userevents: {args.file} ({decoded.kind}): "
@@ -142,4 +152,6 @@ def decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     err.write(head + ", ".join(parts) + "\n")
     if not decoded.tracepoints:
         err.write("otel-userevents: the file holds no tracepoints of ours (see --prefix)\n")
+    if damaged is not None:  # after what was read is written and counted
+        raise damaged
     return 0
