@@ -19,18 +19,27 @@ The ``hist`` file prints that table (Linux 6.12, ``kernel/trace/trace_events_his
         Entries: 1
         Dropped: 0
 
-(the row is shortened here; it goes on ``2  duration_ns:        300``). A text key is
-printed as ``%-50s`` and may hold anything but a newline (``, status_code: 9 }``
-included), so a row is read from its right end: the values, then the numeric keys; what is
-left is the first key. Which keys are text is the caller's knowledge (the schema), not
-something the padding can tell. Only ValueError is raised, for any text that is not such
-a table.
+(the row is shortened here; it goes on ``2  duration_ns:        300``). The kernel prints a
+text key with ``seq_printf("%s: %-50s")``: its raw bytes (up to 255 and the first NUL),
+unescaped, so it may hold ``, status_code: 9 }``, terminal escapes, and line breaks.
+A row is therefore read from its right end (the values, then the numeric keys; what is left
+is the first key), and a row ends at the first line that ends like one
+(`` } hitcount: N  duration_ns: M``): a name with line breaks spreads its row over several
+lines, which are joined. Which keys are text is the caller's knowledge (the schema), not
+something the padding can tell.
+
+Any writer of the event chooses the names, so the text is read to survive them: the header
+is read from the start and ``Totals`` from the end (no name reaches either), a row that
+cannot be read is skipped and counted (:attr:`Histogram.skipped`), and a name that holds a
+whole row's ending on a line of its own splits its row in two, which shows as more rows
+than the kernel's ``Entries`` (:attr:`Histogram.surplus`): the table says so rather than
+guess which. Only ValueError is raised, for a text that is not such a table.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 KeyValue = str | int
@@ -69,13 +78,20 @@ class Histogram:
     totals: Totals
     text_keys: frozenset[str] = frozenset()
     """The keys that are text fields (printed left-aligned, ``%-50s``)."""
+    skipped: int = 0
+    """Rows that could not be read (not in :attr:`entries`)."""
+    surplus: int = 0
+    """Rows seen beyond the kernel's ``Entries``: a text key with a line break made some
+    of them (the rows shown may then hold made-up ones)."""
 
 
 _TRIGGER_INFO = "# trigger info: "
 _VALUE = re.compile(r"  (\w+): +([0-9]+)", re.ASCII)
 _ROW = re.compile(
-    r"^\{ (?P<keys>.*) \} hitcount: +(?P<hits>[0-9]+)(?P<vals>(?:  \w+: +[0-9]+)*)$", re.ASCII
+    r"\{ (?P<keys>.*) \} hitcount: +(?P<hits>[0-9]+)(?P<vals>(?:  \w+: +[0-9]+)*)",
+    re.ASCII | re.DOTALL,
 )
+_ROW_END = re.compile(r" \} hitcount: +[0-9]+(?:  \w+: +[0-9]+)*$", re.ASCII)
 _TOTAL = re.compile(r"^    (Hits|Entries|Dropped): ([0-9]+)$")
 _FIELD = re.compile(r"^\w+$", re.ASCII)
 
@@ -96,48 +112,46 @@ def _fields(trigger: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 def parse_hist(text: str | bytes, text_keys: Collection[str] = ()) -> Histogram:
     """The table of a ``hist`` file with one hist trigger; ``text_keys`` are the keys that
-    are text fields (the others are numbers). ValueError on anything else."""
+    are text fields (the others are numbers). Rows that cannot be read are skipped and
+    counted. ValueError for a text that is not a hist table."""
     if isinstance(text, bytes):
         text = text.decode("utf-8", errors="replace")
     lines = text.split("\n")
     trigger: str | None = None
     keys: tuple[str, ...] = ()
     values: tuple[str, ...] = ()
-    entries: list[HistEntry] = []
-    totals: dict[str, int] = {}
-    section = "head"
-    for number, line in enumerate(lines, 1):
-        if section == "head" and line.startswith("#"):
-            if line.startswith(_TRIGGER_INFO):
-                if trigger is not None:
-                    raise ValueError(f"line {number}: a second histogram (one trigger expected)")
-                trigger = line[len(_TRIGGER_INFO) :].removesuffix(" [active]")
-                trigger = trigger.removesuffix(" [paused]")
-                keys, values = _fields(trigger)
-            continue
-        if line == "":
-            continue
-        if line == "# event histogram":
-            raise ValueError(f"line {number}: a second histogram (one trigger expected)")
-        if line.startswith("{ ") and section in ("head", "rows"):
-            if trigger is None:
-                raise ValueError(f"line {number}: a row before the trigger info line")
-            section = "rows"
-            entries.append(_row(line, number, keys, values, text_keys))
-        elif line == "Totals:" and section in ("head", "rows"):
-            section = "totals"
-        elif section == "totals" and (match := _TOTAL.match(line)):
-            if match[1] in totals:
-                raise ValueError(f"line {number}: {match[1]} given twice")
-            totals[match[1]] = int(match[2])
-        else:
-            raise ValueError(f"line {number}: not part of a hist table: {line[:80]!r}")
+    at = 0
+    while at < len(lines) and lines[at].startswith("#"):  # the head: no row reaches it
+        if lines[at].startswith(_TRIGGER_INFO):
+            if trigger is not None:
+                raise ValueError(f"line {at + 1}: a second histogram (one trigger expected)")
+            trigger = lines[at][len(_TRIGGER_INFO) :].removesuffix(" [active]")
+            trigger = trigger.removesuffix(" [paused]")
+            keys, values = _fields(trigger)
+        at += 1
     if trigger is None:
         raise ValueError("no histogram (no '# trigger info:' line; is a hist trigger set?)")
-    if len(totals) != 3:
-        raise ValueError("no Totals section with Hits, Entries and Dropped")
-    if totals["Entries"] != len(entries):
-        raise ValueError(f"Entries says {totals['Entries']}, {len(entries)} rows shown")
+    totals, end = _totals(lines, at)
+    entries: list[HistEntry] = []
+    rows = skipped = 0
+    row: list[str] = []
+    for line in lines[at:end]:
+        if not row and line == "":
+            continue  # between rows; inside one, an empty line is part of a name
+        row.append(line)
+        if _ROW_END.search(line):
+            rows += 1
+            entry = _row("\n".join(row), keys, values, text_keys)
+            if entry is None:
+                skipped += 1
+            else:
+                entries.append(entry)
+            row = []
+    if row:  # lines after the last row's end: not a row the kernel printed
+        rows += 1
+        skipped += 1
+    if rows < totals["Entries"]:  # a name can split a row, never hide one
+        raise ValueError(f"Entries says {totals['Entries']}, {rows} rows shown")
     return Histogram(
         trigger,
         keys,
@@ -145,70 +159,69 @@ def parse_hist(text: str | bytes, text_keys: Collection[str] = ()) -> Histogram:
         tuple(entries),
         Totals(totals["Hits"], totals["Entries"], totals["Dropped"]),
         frozenset(k for k in keys if k in text_keys),
+        skipped,
+        rows - totals["Entries"],
     )
 
 
+def _totals(lines: list[str], start: int) -> tuple[dict[str, int], int]:
+    """``Totals`` from the end of the text (no row reaches past it), and where it starts."""
+    end = len(lines)
+    while end > start and lines[end - 1] == "":
+        end -= 1
+    totals: dict[str, int] = {}
+    for name in ("Dropped", "Entries", "Hits"):
+        match = _TOTAL.match(lines[end - 1]) if end > start else None
+        if match is None or match[1] != name:
+            raise ValueError("no Totals section with Hits, Entries and Dropped at the end")
+        totals[name] = int(match[2])
+        end -= 1
+    if end <= start or lines[end - 1] != "Totals:":
+        raise ValueError("no Totals section with Hits, Entries and Dropped at the end")
+    return totals, end - 1
+
+
 def _row(
-    line: str,
-    number: int,
+    text: str,
     keys: tuple[str, ...],
     values: tuple[str, ...],
     text_keys: Collection[str],
-) -> HistEntry:
-    match = _ROW.match(line)
+) -> HistEntry | None:
+    """One row (its lines joined), or None if it is not a row of this trigger."""
+    match = _ROW.fullmatch(text)
     if match is None:
-        raise ValueError(f"line {number}: not a hist row: {line[:80]!r}")
+        return None
     sums = {"hitcount": int(match["hits"])}
     sums.update((name, int(value)) for name, value in _VALUE.findall(match["vals"]))
     if tuple(sums) != values:
-        raise ValueError(f"line {number}: values {tuple(sums)} where the trigger has {values}")
+        return None
     rest = match["keys"]
     found: dict[str, KeyValue] = {}
     for name in reversed(keys[1:]):
         at = rest.rfind(f", {name}: ")
         if at < 0:
-            raise ValueError(f"line {number}: key {name!r} missing")
-        found[name] = _key(rest[at + len(name) + 4 :], name, number, text_keys)
+            return None
+        key = _key(rest[at + len(name) + 4 :], name, text_keys)
+        if key is None:
+            return None
+        found[name] = key
         rest = rest[:at]
     if not rest.startswith(f"{keys[0]}: "):
-        raise ValueError(f"line {number}: key {keys[0]!r} missing")
-    found[keys[0]] = _key(rest[len(keys[0]) + 2 :], keys[0], number, text_keys)
+        return None
+    key = _key(rest[len(keys[0]) + 2 :], keys[0], text_keys)
+    if key is None:
+        return None
+    found[keys[0]] = key
     return HistEntry({k: found[k] for k in keys}, sums)
 
 
-def _key(value: str, name: str, number: int, text_keys: Collection[str]) -> KeyValue:
+def _key(value: str, name: str, text_keys: Collection[str]) -> KeyValue | None:
     if name in text_keys:
         return value.rstrip(" ")
     digits = value.strip(" ")
     if not digits.isascii() or not digits.isdigit():
-        raise ValueError(f"line {number}: key {name!r} is not a number: {value[:40]!r}")
+        return None
     return int(digits)
-
-
-def format_hist(histogram: Histogram) -> str:
-    """The ``hist`` file text of ``histogram``, as the kernel prints it (the inverse of
-    :func:`parse_hist`, for tests and tools that show the kernel's view)."""
-    out = [
-        "# event histogram",
-        "#",
-        f"{_TRIGGER_INFO}{histogram.trigger} [active]",
-        "#",
-        "",
-    ]
-    for entry in histogram.entries:
-        keys = ", ".join(
-            f"{k}: {v:<50}" if k in histogram.text_keys else f"{k}: {v:>10}"
-            for k, v in entry.keys.items()
-        )
-        sums = "".join(
-            f" hitcount: {v:>10}" if k == "hitcount" else f"  {k}: {v:>10}"
-            for k, v in entry.values.items()
-        )
-        out.append(f"{{ {keys} }}{sums}")
-    totals = histogram.totals
-    out += ["", "Totals:", f"    Hits: {totals.hits}", f"    Entries: {totals.entries}"]
-    out += [f"    Dropped: {totals.dropped}", "", ""]
-    return "\n".join(out)
 
 
 @dataclass
@@ -220,6 +233,10 @@ class MergedHistogram:
     rows: dict[tuple[KeyValue, ...], dict[str, int]] = field(default_factory=dict)
     hits: int = 0
     dropped: int = 0
+    skipped: int = 0
+    """Rows that could not be read (:attr:`Histogram.skipped`)."""
+    surplus: int = 0
+    """Rows beyond the kernels' count (:attr:`Histogram.surplus`)."""
     tables: int = 0
 
     def add(self, histogram: Histogram) -> None:
@@ -232,14 +249,6 @@ class MergedHistogram:
                 row[name] += value
         self.hits += histogram.totals.hits
         self.dropped += histogram.totals.dropped
+        self.skipped += histogram.skipped
+        self.surplus += histogram.surplus
         self.tables += 1
-
-
-def merge(histograms: Iterable[Histogram]) -> MergedHistogram | None:
-    """The sum of tables with the same key and value fields; None if there are none."""
-    merged: MergedHistogram | None = None
-    for histogram in histograms:
-        if merged is None:
-            merged = MergedHistogram(histogram.key_fields, histogram.value_fields)
-        merged.add(histogram)
-    return merged

@@ -62,6 +62,20 @@ def _table(out: TextIO, header: Sequence[str], rows: list[list[str]], numeric: i
         out.write("    " + "  ".join(cells).rstrip() + "\n")
 
 
+def _doubts(table: MergedHistogram) -> str:
+    """What the kernel's text did not let us read (:mod:`.hist`): rows skipped, and rows
+    beyond the kernel's count, made by a name with a line break."""
+    text = ""
+    if table.skipped:
+        text += f", {table.skipped} row{'s' if table.skipped != 1 else ''} unreadable"
+    if table.surplus:
+        text += (
+            f", {table.surplus} row{'s' if table.surplus != 1 else ''} more than the kernel"
+            " counted (a name holds a line break: rows may be made up)"
+        )
+    return text
+
+
 def _ms(ns: float) -> str:
     return f"{ns / 1e6:.3f}"
 
@@ -76,7 +90,9 @@ def render(tables: Mapping[tuple[str, str], MergedHistogram], out: TextIO) -> No
                 continue
             tracepoints = f"{table.tables} tracepoint{'s' if table.tables != 1 else ''}"
             dropped = f", {table.dropped} not counted (table full)" if table.dropped else ""
-            out.write(f"  {label}: {table.hits} counted in {tracepoints}{dropped}\n")
+            out.write(
+                f"  {label}: {table.hits} counted in {tracepoints}{dropped}{_doubts(table)}\n"
+            )
             if not table.rows:
                 continue
             ordered = sorted(table.rows.items(), key=lambda r: (-r[1]["hitcount"], str(r[0])))
