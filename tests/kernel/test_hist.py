@@ -7,6 +7,7 @@ and what a hist trigger does to an event nobody enabled."""
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import struct
@@ -30,12 +31,13 @@ from opentelemetry_exporter_userevents import (
     UserEventsSpanProcessor,
 )
 from opentelemetry_exporter_userevents.abi import UserEventsData
-from opentelemetry_exporter_userevents.reader.hist import parse_hist
+from opentelemetry_exporter_userevents.reader.hist import MergedHistogram, parse_hist
 from opentelemetry_exporter_userevents.reader.hist_collector import (
     HIST_INSTANCE_PREFIX,
     TRIGGERS,
     HistCollector,
 )
+from opentelemetry_exporter_userevents.reader.hist_view import render
 from opentelemetry_exporter_userevents.record.tracepoints import LOG_KIND, SPAN_KIND
 from tests.support.kernel_support import wait_until
 
@@ -216,6 +218,55 @@ def test_a_trigger_alone_counts_an_event_nobody_enabled_and_a_bad_one_says_why(t
         tracefs.remove_instance(instance)
         data.close()
     assert TRIGGERS[SPAN_KIND].text.startswith("hist:keys=name,status_code:vals=hitcount,")
+
+
+EVIL = b"bad\n\x1b]0;pwned\x07\x1b[2J\xc2\x9bname"
+"""A name with a line break, an OSC retitle, a CSI clear and a C1 CSI (UTF-8)."""
+FORGED = b"x, status_code: 1 } hitcount: 999  duration_ns: 1\n{ name: y"
+"""A name holding a whole row's ending on a line of its own."""
+
+
+def test_a_name_with_a_line_break_and_escapes_costs_only_its_own_row(tracefs, prefix):
+    """The kernel prints a text key's raw bytes, line breaks and escapes included; the
+    other writers' rows are still read, and the table is shown escaped."""
+    data = UserEventsData(tracefs.path)
+    registration = data.register(
+        f"{prefix}_n u64 duration_ns; u32 status_code; __rel_loc char[] name", flags=0
+    )
+    system, name = registration.system, registration.tracepoint
+    assert name is not None
+    instance = f"{prefix}_hist_names"
+    tracefs.create_instance(instance)
+    trigger = TRIGGERS[SPAN_KIND].text
+    try:
+        tracefs.set_trigger(system, name, trigger, instance)
+        rows = [(b"checkout", 2, 5), (b"checkout", 2, 6), (b"item 0", 0, 7)]
+        rows += [(EVIL, 2, 9), (FORGED, 0, 4)]
+        for text, status, duration in rows:
+            text += b"\0"
+            registration.write(struct.pack("<QII", duration, status, len(text) << 16) + text)
+        raw = tracefs.read_hist(system, name, instance)
+        assert "{ name: bad\n\x1b]0;pwned\x07\x1b[2J\x9bname " in raw  # as written
+        table = parse_hist(raw, TRIGGERS[SPAN_KIND].text_keys)
+    finally:
+        tracefs.remove_instance(instance)
+        data.close()
+    got = {(e.keys["name"], e.keys["status_code"]): e.values for e in table.entries}
+    assert got[("checkout", 2)] == {"hitcount": 2, "duration_ns": 11}
+    assert got[("item 0", 0)] == {"hitcount": 1, "duration_ns": 7}
+    assert got[(EVIL.decode(), 2)] == {"hitcount": 1, "duration_ns": 9}  # its lines joined
+    # the forged row's two parts: one made up, then the real count under the rest
+    assert got[("x", 1)] == {"hitcount": 999, "duration_ns": 1}
+    assert got[("y", 0)] == {"hitcount": 1, "duration_ns": 4}
+    assert (table.totals.entries, table.skipped, table.surplus) == (4, 0, 1)
+    merged = MergedHistogram(table.key_fields, table.value_fields)
+    merged.add(table)
+    out = io.StringIO()
+    render({(prefix, SPAN_KIND): merged}, out)
+    shown = out.getvalue()
+    assert not {"\x1b", "\x07", "\x9b"} & set(shown), shown
+    assert "1 row more than the kernel counted" in shown
+    assert "\n    bad\\n\\x1b]0;pwned\\x07\\x1b[2J\\u009bname  " in shown
 
 
 @pytest.fixture(autouse=True)
