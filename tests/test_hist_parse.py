@@ -115,7 +115,7 @@ def test_a_name_with_line_breaks_and_escapes_is_one_row_and_the_others_survive()
 
 
 def test_a_name_holding_a_rows_ending_adds_a_row_and_the_table_says_so():
-    forged = "x, status_code: 2 } hitcount: 999999  duration_ns: 1\n{ name: checkout"
+    forged = "x, status_code: 2 } hitcount: 0  duration_ns: 1\n{ name: checkout"
     table = parse_hist(_with_rows(_row(forged), entries=5), {"name"})
     assert [(e.keys, e.values) for e in table.entries][:4] == KERNEL_ROWS
     assert len(table.entries) == 6 and (table.skipped, table.surplus) == (0, 1)
@@ -126,6 +126,7 @@ def test_a_name_holding_a_rows_ending_adds_a_row_and_the_table_says_so():
     assert "  spans: 10 counted in 2 tracepoints, 2 rows more than the kernel counted" in (
         out.getvalue()
     )
+    assert out.getvalue().splitlines()[-1].split() == ["x", "error", "0", "0.000", "-"]
 
 
 def test_an_unreadable_row_is_skipped_and_counted_and_totals_come_from_the_end():
@@ -294,3 +295,34 @@ def test_a_mangled_table_raises_only_value_error(table: Histogram, data: st.Data
         parse_hist(text[:at] + junk + text[at + cut :], table.text_keys)
     except ValueError:
         pass
+
+
+@SETTINGS
+@given(
+    st.lists(st.tuples(_TEXT_KEY, _NUMBER, _NUMBER, _NUMBER), max_size=6),
+    st.lists(st.tuples(_TEXT_KEY, _NUMBER, _NUMBER), max_size=6),
+)
+def test_any_span_or_log_table_renders_on_lines_of_printable_text(
+    span_rows: list[tuple[str, int, int, int]], log_rows: list[tuple[str, int, int]]
+):
+    spans, logs = TRIGGERS[SPAN_KIND], TRIGGERS[LOG_KIND]
+    span_table = Histogram(
+        spans.text, spans.keys, ("hitcount", "duration_ns"),
+        tuple(HistEntry({"name": n, "status_code": s}, {"hitcount": h, "duration_ns": d})
+              for n, s, h, d in span_rows),
+        Totals(0, len(span_rows), 0), spans.text_keys,
+    )  # fmt: skip
+    log_table = Histogram(
+        logs.text, logs.keys, ("hitcount",),
+        tuple(HistEntry({"scope": n, "severity_number": s}, {"hitcount": h})
+              for n, s, h in log_rows),
+        Totals(0, len(log_rows), 0), logs.text_keys,
+    )  # fmt: skip
+    tables = {}
+    for kind, table, trigger in ((SPAN_KIND, span_table, spans), (LOG_KIND, log_table, logs)):
+        merged = merge([parse_hist(format_hist(table), trigger.text_keys)])
+        assert merged is not None
+        tables[("otel", kind)] = merged
+    out = io.StringIO()
+    render(tables, out)
+    assert all(line.isprintable() for line in out.getvalue().split("\n"))

@@ -101,7 +101,13 @@ def render(tables: Mapping[tuple[str, str], MergedHistogram], out: TextIO) -> No
                 for (name, status), values in ordered:
                     count, total = values["hitcount"], values["duration_ns"]
                     label_ = _STATUS.get(int(status), cut(str(status), _WIDTH))
-                    row = [_name(name), label_, str(count), _ms(total), _ms(total / count)]
+                    row = [
+                        _name(name),
+                        label_,
+                        str(count),
+                        _ms(total),
+                        _ms(total / count) if count else "-",
+                    ]
                     rows.append(row)
                 header = ["NAME", "STATUS", "COUNT", "TOTAL ms", "AVG ms"]
                 _table(out, header, rows, 3)
