@@ -255,11 +255,6 @@ def test_cli_decode_of_a_capture_with_one_wrong_field_writes_the_genuine_records
 # --- known bugs -------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: validation.RecordChecker.span counts an all-zero span_id under "
-    "'span.trace_id: an invalid (all-zero) id', not under span.span_id",
-)
 def test_an_all_zero_span_id_is_counted_under_span_id():
     values = unpack("span", GENUINE["span"].payloads[2])
     values["span_id"] = "0" * 16
@@ -295,11 +290,6 @@ def test_no_raw_escape_reaches_stderr_when_otlp_cannot_carry_an_attribute():
     assert b"\x1b" not in done.stderr, done.stderr[:200]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: RecordChecker.scope reads attributes as `value.get(ATTRIBUTES) or {}`, so "
-    'a scope whose attributes are [], 0, "" or false is accepted as having none',
-)
 @pytest.mark.parametrize("attributes", ["[]", "0", '""', "false"])
 def test_scope_attributes_of_a_falsy_wrong_shape_are_counted(attributes):
     values = unpack("span", GENUINE["span"].payloads[2])

@@ -209,7 +209,7 @@ class RecordChecker:
                 _str(value.get(key.NAME), f"{where}.name"),
                 _optional_str(value.get(key.VERSION), f"{where}.version"),
                 _optional_str(value.get(key.SCHEMA_URL), f"{where}.schema_url"),
-                _object(value.get(key.ATTRIBUTES) or {}, f"{where}.attributes"),
+                _object(value.get(key.ATTRIBUTES, {}), f"{where}.attributes"),
             )
         if len(self._scopes) >= _SCOPE_CACHE:
             self._scopes.clear()
@@ -219,8 +219,10 @@ class RecordChecker:
     def span(self, values: Mapping[str, Any]) -> CheckedSpan:
         trace_id = _hex(values["trace_id"], _HEX32, "span.trace_id")
         span_id = _hex(values["span_id"], _HEX16, "span.span_id")
-        if trace_id == 0 or span_id == 0:
+        if trace_id == 0:
             raise InvalidRecord("span.trace_id: an invalid (all-zero) id")
+        if span_id == 0:
+            raise InvalidRecord("span.span_id: an invalid (all-zero) id")
         parent_flags = values["parent_flags"]
         parent = None
         if parent_flags & PARENT_PRESENT:
