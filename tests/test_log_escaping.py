@@ -6,7 +6,6 @@ terminal escaped, on one line."""
 
 from __future__ import annotations
 
-import io
 import logging
 
 from opentelemetry_exporter_userevents.reader.terminal_text import escape_logging
@@ -14,11 +13,10 @@ from opentelemetry_exporter_userevents.reader.terminal_text import escape_loggin
 HOSTILE = "key\x1b]0;pwned\x07\n\x9b2J"
 
 
-def test_library_warnings_and_errors_are_escaped_on_one_line():
-    out = io.StringIO()
-    handler = escape_logging(out)
+def test_library_warnings_and_errors_are_escaped_on_one_line(capsys):
+    handler = escape_logging()
     try:
-        assert escape_logging(out) is handler  # once per process
+        assert escape_logging() is handler  # once per process
         logger = logging.getLogger("opentelemetry.exporter.otlp.proto.common")
         logger.warning("Failed to encode key %s", HOSTILE)
         try:
@@ -28,7 +26,7 @@ def test_library_warnings_and_errors_are_escaped_on_one_line():
         logger.debug("not shown %s", HOSTILE)
     finally:
         logging.getLogger().removeHandler(handler)
-    lines = out.getvalue().splitlines()
+    lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 2
     assert all("\x1b" not in line and "\x9b" not in line and "\x07" not in line for line in lines)
     assert lines[0].endswith("Failed to encode key key\\x1b]0;pwned\\x07\\n\\u009b2J")

@@ -28,7 +28,7 @@ from opentelemetry_exporter_userevents.reader.commands.hist import hist
 from opentelemetry_exporter_userevents.reader.commands.record import record
 from opentelemetry_exporter_userevents.reader.commands.status import status
 from opentelemetry_exporter_userevents.reader.private_file import open_private
-from opentelemetry_exporter_userevents.reader.terminal_text import printable
+from opentelemetry_exporter_userevents.reader.terminal_text import escape_logging, printable
 
 
 def parser() -> argparse.ArgumentParser:
@@ -97,6 +97,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    escape_logging()  # the libraries log texts of records: never raw to a terminal
     try:
         if args.command == "status":
             return status(args, sys.stdout)

@@ -59,14 +59,26 @@ class PrintableFormatter(logging.Formatter):
         return f"otel-userevents: {record.levelname.lower()}: {record.name}: {message}"
 
 
-def escape_logging(stream: TextIO | None = None) -> logging.Handler:
-    """Send warnings and errors logged by the libraries the reader uses to ``stream``
-    (stderr) through :class:`PrintableFormatter`, once per process."""
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is at the time, as Python's last resort does."""
+
+    @property
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: TextIO) -> None:
+        pass
+
+
+def escape_logging() -> logging.Handler:
+    """Send warnings and errors logged by the libraries the reader uses to stderr through
+    :class:`PrintableFormatter`, once per process."""
     root = logging.getLogger()
     for handler in root.handlers:
-        if isinstance(handler.formatter, PrintableFormatter):
+        if isinstance(handler, _StderrHandler):
             return handler
-    handler = logging.StreamHandler(stream or sys.stderr)
+    handler = _StderrHandler()
     handler.setFormatter(PrintableFormatter())
     handler.setLevel(logging.WARNING)
     root.addHandler(handler)
