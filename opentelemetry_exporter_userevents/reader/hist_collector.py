@@ -4,35 +4,27 @@
 """Kernel-side histograms of our span and log tracepoints: hist triggers, no records read.
 
 The collector makes a tracefs instance of its own (``instances/otel-userevents-hist.<pid>.
-<start>.<n>``) and sets one hist trigger on every version of our span and log tracepoints
-there (both layouts), rescanning for versions that appear later. A trigger alone puts the
-event in "soft" mode: the writers' enable bit is set and the kernel counts each record into
-the table, but nothing is kept in any ring buffer (seen in tests/kernel/test_hist.py). It
-holds the prefixes' tracepoints registered (:mod:`.tracepoint_holder`), so an app started
-later is counted from its first record. Closing removes the triggers and the instance.
+<start>.<n>.pidns<inode>``, :mod:`.tracefs_instance`) and sets one hist trigger on every
+version of our span and log tracepoints there (both layouts), rescanning for versions that
+appear later. A trigger alone puts the event in "soft" mode: the writers' enable bit is set
+and the kernel counts each record into the table, but nothing is kept in any ring buffer
+(seen in tests/kernel/test_hist.py). It holds the prefixes' tracepoints registered
+(:mod:`.tracepoint_holder`), so an app started later is counted from its first record.
+Closing removes the triggers and the instance.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from opentelemetry_exporter_userevents.abi.tracefs import (
-    Tracefs,
-    TracefsError,
-    check_user_events,
-    rights_message,
-)
+from opentelemetry_exporter_userevents.abi.tracefs import Tracefs
 from opentelemetry_exporter_userevents.abi.uapi import USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM
 from opentelemetry_exporter_userevents.reader.decoder import RecordDecoder
 from opentelemetry_exporter_userevents.reader.hist import MergedHistogram, parse_hist
-from opentelemetry_exporter_userevents.reader.trace_reader import (
-    new_instance_name,
-    our_tracepoints,
-    remove_stale_instances,
-)
+from opentelemetry_exporter_userevents.reader.trace_reader import our_tracepoints
+from opentelemetry_exporter_userevents.reader.tracefs_instance import TracefsInstance
 from opentelemetry_exporter_userevents.reader.tracepoint_holder import TracepointHolder
 from opentelemetry_exporter_userevents.record.schema import LOG, SPAN, Schema
 from opentelemetry_exporter_userevents.record.tracepoints import (
@@ -104,27 +96,19 @@ class HistCollector:
         self.prefixes = tuple(prefixes)
         self.hold = hold
         self.rescan_interval = rescan_interval
-        self.instance = new_instance_name(HIST_INSTANCE_PREFIX)
+        self.tracefs_instance = TracefsInstance(
+            tracefs, HIST_INSTANCE_PREFIX, before_stale_removal=self._clear_triggers
+        )
+        self.instance = self.tracefs_instance.name
         self.decoder = RecordDecoder(self.prefixes)
         self.holder: TracepointHolder | None = None
         self.problems: dict[str, str] = {}
-        self.removed_stale: list[str] = []
-        self.cleanup_error: str | None = None
         self._triggered: dict[tuple[str, str], _Triggered] = {}
         self._next_scan = 0.0
-        self._started = False
-        self._closed = False
 
     def start(self) -> HistCollector:
         """Check rights, remove stale instances, make ours, set the triggers."""
-        check_user_events(self.tracefs)
-        if not os.access(os.path.join(self.tracefs.path, "instances"), os.W_OK | os.X_OK):
-            raise TracefsError(rights_message("create a tracefs instance"))
-        self.removed_stale = remove_stale_instances(
-            self.tracefs, HIST_INSTANCE_PREFIX, self.instance, self._clear_triggers
-        )
-        self.tracefs.create_instance(self.instance)
-        self._started = True
+        self.tracefs_instance.create()
         try:
             if self.hold:
                 self.holder = TracepointHolder(self.tracefs)
@@ -150,7 +134,7 @@ class HistCollector:
                 if known is not None and known.event_id == event_id:
                     continue
                 self.decoder.add(self.tracefs.read_format(system, name))
-                self.tracefs.set_trigger(system, name, trigger.text, self.instance)
+                self.tracefs_instance.set_trigger(system, name, trigger.text)
             except ValueError as error:  # not our schema, or the kernel refused the trigger
                 self.problems[where] = str(error)
                 continue
@@ -191,21 +175,7 @@ class HistCollector:
     def close(self) -> None:
         """Remove the triggers and the instance; let go of the held tracepoints.
         Idempotent."""
-        if self._closed or not self._started:
-            self._closed = True
-            return
-        self._closed = True
-        for t in self._triggered.values():
-            try:
-                self.tracefs.remove_trigger(t.system, t.name, TRIGGERS[t.kind].text, self.instance)
-            except OSError:
-                pass  # the event is gone already
-        try:
-            self.tracefs.remove_instance(self.instance)
-        except FileNotFoundError:
-            pass
-        except OSError as error:
-            self.cleanup_error = f"could not remove instance {self.instance}: {error}"
+        self.tracefs_instance.close()
         if self.holder is not None:
             self.holder.close()
 
@@ -217,6 +187,21 @@ class HistCollector:
                     self.tracefs.clear_triggers(system, name, instance)
                 except OSError:
                     continue
+
+    @property
+    def removed_stale(self) -> list[str]:
+        """Instances of killed collectors (in this pid namespace) removed at start."""
+        return self.tracefs_instance.removed_stale
+
+    @property
+    def left_alone(self) -> dict[str, str]:
+        """Collectors' instances this one could not judge at start, and why."""
+        return self.tracefs_instance.left_alone
+
+    @property
+    def cleanup_error(self) -> str | None:
+        """Why the instance could not be removed at close, if it could not."""
+        return self.tracefs_instance.cleanup_error
 
     def __enter__(self) -> HistCollector:
         return self.start()

@@ -3,36 +3,30 @@
 
 """Collect span, log and resource records from tracefs, in a ring buffer of our own.
 
-The reader creates a tracefs instance (``instances/otel-userevents.<pid>.<start>.<n>``), so it
-neither drains nor disturbs the global buffer or another reader. It enables every version
-of our tracepoints (multi-format ``<prefix>_span.<id>``, ``<prefix>_log_<class>.<id>``,
-``<prefix>_resource.<id>``, and the single-format fallback in ``user_events``), resource
-tracepoints first, and rescans for versions that appear later. It reads the per-CPU
-``trace_pipe_raw`` pages, decodes records by their tracepoint's ``format`` file, merges
-CPUs by timestamp, and counts what the kernel lost. Closing disables everything and
-removes the instance; an instance left by a killed reader is removed at the next start.
+The reader creates a tracefs instance (``instances/otel-userevents.<pid>.<start>.<n>.
+pidns<inode>``, :mod:`.tracefs_instance`), so it neither drains nor disturbs the global
+buffer or another reader. It enables every version of our tracepoints (multi-format
+``<prefix>_span.<id>``, ``<prefix>_log_<class>.<id>``, ``<prefix>_resource.<id>``, and the
+single-format fallback in ``user_events``), resource tracepoints first, and rescans for
+versions that appear later. It reads the per-CPU ``trace_pipe_raw`` pages, decodes records
+by their tracepoint's ``format`` file, merges CPUs by timestamp, and counts what the kernel
+lost. Closing disables everything and removes the instance; an instance left by a killed
+reader is removed at the next start of a reader in the same pid namespace.
 """
 
 from __future__ import annotations
 
-import itertools
 import os
-import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from opentelemetry_exporter_userevents.abi.format import parse_format
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
-from opentelemetry_exporter_userevents.abi.tracefs import (
-    Tracefs,
-    TracefsError,
-    check_user_events,
-    find_tracefs,
-    rights_message,
-)
+from opentelemetry_exporter_userevents.abi.tracefs import Tracefs, TracefsError, find_tracefs
 from opentelemetry_exporter_userevents.abi.uapi import USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM
 from opentelemetry_exporter_userevents.reader.decoder import RecordDecoder, TraceRecord
+from opentelemetry_exporter_userevents.reader.tracefs_instance import TracefsInstance
 from opentelemetry_exporter_userevents.reader.tracepoint_holder import TracepointHolder
 from opentelemetry_exporter_userevents.record.tracepoints import (
     ANY_PREFIX,
@@ -41,7 +35,6 @@ from opentelemetry_exporter_userevents.record.tracepoints import (
 )
 
 INSTANCE_PREFIX = "otel-userevents."
-_instances_made = itertools.count()
 _PAGES_PER_READ = 1024
 """Pages read from one CPU per :meth:`TraceReader.read`, so one busy CPU cannot starve
 the others or the rescan."""
@@ -65,49 +58,6 @@ class _Cpu:
     number: int
     fd: int
     lost_seen: int = 0
-
-
-def _process_start(pid: int) -> int | None:
-    """A process's start time (clock ticks after boot), which tells it from a later
-    process with the same pid; None if there is no such process."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            return int(f.read().rpartition(")")[2].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def new_instance_name(prefix: str) -> str:
-    """``<prefix><pid>.<process start>.<n>``: unique, and tells whether its maker lives."""
-    pid = os.getpid()
-    return f"{prefix}{pid}.{_process_start(pid) or 0}.{next(_instances_made)}"
-
-
-def remove_stale_instances(
-    tracefs: Tracefs,
-    prefix: str,
-    keep: str,
-    before_removal: Callable[[str], None] | None = None,
-) -> list[str]:
-    """Remove the instances named by :func:`new_instance_name` with ``prefix`` whose
-    process is gone (killed before it could clean up), except ``keep``; return their
-    names. ``before_removal(instance)`` may undo what would keep one busy."""
-    pattern = re.compile(rf"^{re.escape(prefix)}(\d+)\.(\d+)\.\d+$")
-    removed = []
-    for name in tracefs.instances():
-        match = pattern.match(name)
-        if match is None or name == keep:
-            continue
-        if _process_start(int(match[1])) == int(match[2]):
-            continue  # its maker is alive
-        try:
-            if before_removal is not None:
-                before_removal(name)
-            tracefs.remove_instance(name)
-            removed.append(name)
-        except OSError:
-            pass  # EBUSY (a file still open) or raced with another reader
-    return removed
 
 
 def our_tracepoints(tracefs: Tracefs, decoder: RecordDecoder) -> list[tuple[str, str, str]]:
@@ -148,7 +98,8 @@ class TraceReader:
         self.filter = filter
         self.buffer_size_kb = buffer_size_kb
         self.rescan_interval = rescan_interval
-        self.instance = new_instance_name(INSTANCE_PREFIX)
+        self.tracefs_instance = TracefsInstance(self.tracefs, INSTANCE_PREFIX)
+        self.instance = self.tracefs_instance.name
         self.decoder = RecordDecoder(self.prefixes)
         self.lost = 0
         """Records the kernel lost (overwritten or dropped), from the per-CPU ``stats``."""
@@ -160,27 +111,15 @@ class TraceReader:
         """Tracepoints the kernel would not take the filter for (not enabled): reasons."""
         self.incompatible: dict[str, str] = {}
         """Tracepoints with our names but not our schema (not enabled): reasons."""
-        self.removed_stale: list[str] = []
-        self.cleanup_error: str | None = None
         self._enabled: dict[tuple[str, str], _Enabled] = {}
         self._cpus: list[_Cpu] = []
         self._next_scan = 0.0
-        self._started = False
-        self._closed = False
 
     # --- lifetime -------------------------------------------------------------------
 
     def start(self) -> TraceReader:
         """Check rights, remove stale instances, create ours, enable our tracepoints."""
-        self._check_rights()
-        self.removed_stale = remove_stale_instances(self.tracefs, INSTANCE_PREFIX, self.instance)
-        try:
-            self.tracefs.create_instance(self.instance)
-        except PermissionError:
-            raise ReaderError(rights_message("create a tracefs instance")) from None
-        except FileExistsError:  # ours from an earlier start in this process
-            pass
-        self._started = True
+        self.tracefs_instance.create()
         try:
             if self.buffer_size_kb:
                 self.tracefs.set_buffer_size_kb(self.instance, self.buffer_size_kb)
@@ -202,24 +141,10 @@ class TraceReader:
     def close(self) -> None:
         """Disable our tracepoints, remove the instance, and let go of the tracepoints the
         reader held. Idempotent."""
-        if self._closed or not self._started:
-            self._closed = True
-            return
-        self._closed = True
         for cpu in self._cpus:
             os.close(cpu.fd)
         self._cpus = []
-        for tracepoint in self._enabled.values():
-            try:
-                self.tracefs.set_enabled(tracepoint.system, tracepoint.name, False, self.instance)
-            except OSError:
-                pass  # the event is gone already
-        try:
-            self.tracefs.remove_instance(self.instance)
-        except FileNotFoundError:
-            pass
-        except OSError as error:  # EBUSY: someone holds one of its files open
-            self.cleanup_error = f"could not remove instance {self.instance}: {error}"
+        self.tracefs_instance.close()
         if self.holder is not None:
             self.holder.close()
 
@@ -229,11 +154,20 @@ class TraceReader:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _check_rights(self) -> None:
-        check_user_events(self.tracefs)
-        instances = os.path.join(self.tracefs.path, "instances")
-        if not os.access(instances, os.W_OK | os.X_OK):
-            raise ReaderError(rights_message(f"create a tracefs instance in {instances}"))
+    @property
+    def removed_stale(self) -> list[str]:
+        """Instances of killed readers (in this pid namespace) removed at start."""
+        return self.tracefs_instance.removed_stale
+
+    @property
+    def left_alone(self) -> dict[str, str]:
+        """Readers' instances this one could not judge at start, and why."""
+        return self.tracefs_instance.left_alone
+
+    @property
+    def cleanup_error(self) -> str | None:
+        """Why the instance could not be removed at close, if it could not."""
+        return self.tracefs_instance.cleanup_error
 
     # --- discovery ------------------------------------------------------------------
 
@@ -278,7 +212,7 @@ class TraceReader:
             except OSError:
                 return False
         try:
-            self.tracefs.set_enabled(system, name, True, self.instance)
+            self.tracefs_instance.enable(system, name)
         except OSError:
             return False
         self._enabled[(system, name)] = _Enabled(system, name, kind, fmt.id, text)

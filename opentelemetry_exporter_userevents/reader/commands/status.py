@@ -14,8 +14,15 @@ from opentelemetry_exporter_userevents.abi.tracefs import Tracefs, TracefsError,
 from opentelemetry_exporter_userevents.abi.uapi import USER_EVENTS_MULTI_SYSTEM
 from opentelemetry_exporter_userevents.reader.commands.common import prefixes_of, tracefs_of
 from opentelemetry_exporter_userevents.reader.decoder import RecordDecoder
+from opentelemetry_exporter_userevents.reader.hist_collector import HIST_INSTANCE_PREFIX
 from opentelemetry_exporter_userevents.reader.terminal_text import printable
-from opentelemetry_exporter_userevents.reader.trace_reader import our_tracepoints
+from opentelemetry_exporter_userevents.reader.trace_reader import INSTANCE_PREFIX, our_tracepoints
+from opentelemetry_exporter_userevents.reader.tracefs_instance import (
+    LIVE,
+    STALE,
+    Namespace,
+    judge_instances,
+)
 from opentelemetry_exporter_userevents.record.tracepoints import (
     ANY_PREFIX,
     format_version,
@@ -49,7 +56,24 @@ def status(args: argparse.Namespace, out: TextIO) -> int:
     if not found:
         wanted = "any prefix" if ANY_PREFIX in prefixes else ", ".join(prefixes)
         _line(out, f"no tracepoints of ours are registered ({wanted})")
+    _reader_instances(tracefs, out)
     return 0
+
+
+def _reader_instances(tracefs: Tracefs, out: TextIO) -> None:
+    """The instances of ``record`` and ``hist`` readers, and what a reader started here
+    would do with each (:mod:`..tracefs_instance`: only those made in this pid namespace
+    are judged)."""
+    namespace = Namespace.here()
+    for prefix in (INSTANCE_PREFIX, HIST_INSTANCE_PREFIX):
+        for name, verdict in judge_instances(tracefs, prefix, namespace).items():
+            if verdict == LIVE:
+                what = "its reader runs"
+            elif verdict == STALE:
+                what = "stale (its reader is gone): the next reader started here removes it"
+            else:
+                what = f"left alone by readers here: {verdict}"
+            _line(out, f"reader instance {name}: {what}")
 
 
 def _line(out: TextIO, text: str) -> None:
