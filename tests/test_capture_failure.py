@@ -175,8 +175,8 @@ def _failing_output(monkeypatch, path: Path, after: int) -> None:
         def __exit__(self, *exc: object) -> None:
             self.f.close()
 
-    def open_private(name: str, mode: str = "w") -> Any:
-        f = real(name, mode)  # type: ignore[call-overload]
+    def open_private(name: str, mode: str = "w", buffering: int = -1) -> Any:
+        f = real(name, mode, buffering)  # type: ignore[call-overload]
         return Full(f) if name == str(path) else f
 
     monkeypatch.setattr(trace_dat, "open_private", open_private)
@@ -248,8 +248,9 @@ def test_a_spool_that_fills_up_is_cut_back_to_whole_pages(tmp_path):
             raise OSError(errno.ENOSPC, "No space left on device")
 
     writer._spools[0] = HalfFull()  # type: ignore[assignment]
-    with pytest.raises(OSError, match="No space"):
+    with pytest.raises(OSError, match="No space") as raised:
         writer.add_page(0, PAGES[2][1])
+    assert raised.value.filename == str(Path(writer.spool_dir, "cpu0"))
     writer._spools[0] = real
     assert writer.pages == 1 and Path(writer.spool_dir, "cpu0").stat().st_size == 4096
     kept = writer.keep()
@@ -267,3 +268,39 @@ def test_spool_kept_error_is_an_os_error_naming_the_spools(tmp_path):
         writer.close()
     assert raised.value.errno == errno.EISDIR and raised.value.spool_dir == writer.spool_dir
     assert "1 pages kept in" in str(raised.value)
+
+
+def test_a_full_disk_while_spooling_stops_the_capture_with_one_line(tmp_path, writes, monkeypatch):
+    """The spools' file system fills (so does the trace.dat's): the capture stops, the
+    reader is closed, and one line says why and where the pages taken so far are."""
+    path = tmp_path / "capture.dat"
+    _failing_output(monkeypatch, path, after=0)
+    real = trace_dat.open_private
+    full = OSError(errno.ENOSPC, "No space left on device")
+
+    class FullSpool:
+        def __init__(self, f: Any) -> None:
+            self.f = f
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.f, name)
+
+        def write(self, data: bytes) -> int:
+            raise full
+
+    def open_private(name: str, mode: str = "w", buffering: int = -1) -> Any:
+        f = real(name, mode, buffering)  # type: ignore[call-overload]
+        return FullSpool(f) if name.endswith("cpu1") else f
+
+    monkeypatch.setattr(trace_dat, "open_private", open_private)
+    reader = FakeReader(tmp_path)
+    code, err = _run(reader, path, writes)
+
+    (spool_dir,) = tmp_path.glob(".capture-*")
+    assert code == 1 and err.count("\n") == 1, err
+    assert reader.events == ["start", ("close", ["cpu0", "cpu1"], [])]
+    assert err.startswith(
+        f"otel-userevents: capture stopped: {spool_dir}/cpu1: No space left on device; "
+        f"could not write {path}: No space left on device; 1 pages kept in {spool_dir}; "
+    ), err
+    assert _pages_of(_remade(err, path)) == [PAGES[0]]

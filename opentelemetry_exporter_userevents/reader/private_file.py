@@ -70,16 +70,17 @@ def create_private(path: str, read: bool = False) -> int:
 @overload
 def open_private(path: str, mode: Literal["w"] = "w") -> TextIO: ...
 @overload
-def open_private(path: str, mode: Literal["wb", "w+b"]) -> BinaryIO: ...
-def open_private(path: str, mode: str = "w") -> IO[str] | IO[bytes]:
-    """:func:`create_private` as a file object: ``w`` (UTF-8 text), ``wb`` or ``w+b``."""
+def open_private(path: str, mode: Literal["wb", "w+b"], buffering: int = -1) -> BinaryIO: ...
+def open_private(path: str, mode: str = "w", buffering: int = -1) -> IO[str] | IO[bytes]:
+    """:func:`create_private` as a file object: ``w`` (UTF-8 text), ``wb`` or ``w+b``
+    (``buffering=0``: unbuffered, each write one system call)."""
     if mode not in ("w", "wb", "w+b"):
         raise ValueError(f"open_private: mode {mode!r} (w, wb or w+b)")
     fd = create_private(path, read="+" in mode)
     try:
         if mode == "w":
             return os.fdopen(fd, mode, encoding="utf-8")
-        return os.fdopen(fd, mode)
+        return os.fdopen(fd, mode, buffering)
     except BaseException:
         os.close(fd)
         raise

@@ -179,17 +179,19 @@ class TraceDatWriter:
         take it (disk full), it is cut back to its whole pages and the error raised."""
         spool = self._spools.get(cpu)
         if spool is None:
-            spool = self._spools[cpu] = open_private(self._spool_path(cpu), "w+b")
+            # unbuffered: a write that fails leaves nothing behind to be written later
+            spool = self._spools[cpu] = open_private(self._spool_path(cpu), "w+b", buffering=0)
         size = self.tracing.page_size
         end = spool.tell()
+        data = memoryview(page[:size] + bytes(max(0, size - len(page))))
         try:
-            spool.write(page[:size] + bytes(max(0, size - len(page))))
-            spool.flush()
-        except OSError:
+            while data:
+                data = data[spool.write(data) :]  # a short write (disk full) goes on, or raises
+        except OSError as error:
             with contextlib.suppress(OSError):
-                spool.seek(end)
                 spool.truncate(end)
-            raise
+                spool.seek(end)
+            raise OSError(error.errno, error.strerror, self._spool_path(cpu)) from error
         self.pages += 1
 
     def close(self, cmdlines: str = "") -> None:

@@ -87,9 +87,8 @@ def capture(args: argparse.Namespace, reader: TraceReader, tracefs: Tracefs, err
     try:
         writer.close(cmdlines)
     except OSError as error:  # SpoolKeptError: the pages are kept, and it says where
-        if failure is not None:
-            err.write(f"otel-userevents: capture stopped: {_why(failure)}\n")
-        err.write(f"otel-userevents: {error}\n")
+        stopped = f"capture stopped: {_why(failure)}; " if failure is not None else ""
+        err.write(f"otel-userevents: {stopped}{error}\n")
         err.flush()
         return 1
     kept_pages = writer.pages
@@ -116,8 +115,8 @@ def _saved_cmdlines(tracefs: Tracefs) -> str:
 def _why(failure: BaseException) -> str:
     if isinstance(failure, KeyboardInterrupt):
         return "interrupted twice"
-    if isinstance(failure, OSError) and failure.strerror and failure.filename:
-        return f"{failure.filename}: {failure.strerror}"
+    if isinstance(failure, OSError) and failure.strerror:
+        return f"{failure.filename}: {failure.strerror}" if failure.filename else failure.strerror
     return str(failure) or type(failure).__name__
 
 
