@@ -232,3 +232,19 @@ def test_perf_data_records_come_round_by_round():
     times = [record.timestamp for record in rest]
     assert times == sorted(times) and len(rest) + 1 == decoded.decoder.stats.records
     assert decoded.notes == []  # perf's notes are added once every record is read
+
+
+def test_cpus_whose_chunks_together_exceed_the_budget_are_refused_when_opened():
+    _, _, raws = _records()
+    one_page = _cpu_pages(raws)[0][:1]
+    packed = zlib.compress(one_page[0])
+    data = bytearray(
+        trace_dat_v7(FORMATS, dict.fromkeys(range(9), one_page), "zlib", zlib.compress)
+    )
+    header = struct.pack("<II", len(packed), 4096) + packed
+    start = 0
+    while (start := data.find(header, start)) >= 0:  # each CPU's chunk declares the cap
+        struct.pack_into("<I", data, start + 4, MAX_CHUNK)
+        start += 1
+    with pytest.raises(CaptureError, match=f"would hold {9 * MAX_CHUNK} bytes of inflated"):
+        decode_bytes(bytes(data), ["*"])

@@ -46,6 +46,10 @@ SECTION_EVENT_FORMATS = 18
 SECTION_CMDLINES = 21
 COMPRESSED = 1
 _MAX_OPTION_SECTIONS = 1024
+MAX_INFLATED_AT_ONCE = 512 << 20
+"""Decoding merges the CPUs, so it holds one inflated chunk of each at once: a file whose
+CPUs' largest chunks add up to more (512 MiB; trace-cmd's chunks are a few pages) is
+refused when opened."""
 
 
 @dataclass
@@ -130,6 +134,7 @@ def read_trace_dat_v7(data: bytes | memoryview) -> TraceDat:
     if SECTION_CMDLINES in offsets:
         read_cmdlines(section(SECTION_CMDLINES, "cmdlines"), tracing)
     dat = TraceDat(tracing, [], compression=compression)
+    at_once = 0
     for buffer in buffers:
         if buffer.name:
             dat.instance_buffers.append(buffer.name)
@@ -143,9 +148,16 @@ def read_trace_dat_v7(data: bytes | memoryview) -> TraceDat:
             blob, missing = clip(file.data, offset, size + 4 if flags & COMPRESSED else size)
             dat.cut_short += missing
             if flags & COMPRESSED and not missing:
-                dat.cpu_data.append((cpu, _Chunks(file, Cursor(blob, what=f"CPU {cpu} data"))))
+                chunks = _Chunks(file, Cursor(blob, what=f"CPU {cpu} data"))
+                at_once += chunks.largest
+                dat.cpu_data.append((cpu, chunks))
             elif not flags & COMPRESSED:
                 dat.cpu_data.append((cpu, blob))
+    if at_once > MAX_INFLATED_AT_ONCE:
+        raise CaptureError(
+            f"trace.dat: decoding would hold {at_once} bytes of inflated chunks at once "
+            f"(the largest of each CPU; at most {MAX_INFLATED_AT_ONCE} are accepted)"
+        )
     return dat
 
 
@@ -177,8 +189,9 @@ class _Chunks:
         self.file, self.inflate = file, file.decompressor(cursor)
         self.count = cursor.u32("chunk count")
         self.start = Cursor(cursor.data, cursor.offset, cursor.what)
+        self.largest = 0
         for _ in range(self.count):  # walked again when iterated: nothing kept per chunk
-            file.block_header(cursor)
+            self.largest = max(self.largest, file.block_header(cursor)[1])
 
     def __iter__(self) -> Iterator[Buffer]:
         cursor = Cursor(self.start.data, self.start.offset, self.start.what)
