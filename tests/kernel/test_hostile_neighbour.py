@@ -174,7 +174,9 @@ def scene(tmp_path_factory: pytest.TempPathFactory, kernel_has_multi_format: boo
         capture_output=True, timeout=300, cwd=ROOT,
     )  # fmt: skip
     step("decoded")
-    sys.stderr.write(f"hostile neighbour scene: {seconds}\n")
+    sys.stderr.write(f"hostile neighbour scene, seconds after the readers' start: {seconds}\n")
+    for label, err in [*((k, v.stderr) for k, v in ended.items()), ("decode", done.stderr)]:
+        sys.stderr.write(f"{label}: {_summary(err)}\n")
     outputs = {label: out.read_bytes() for label, (_, out) in readers.items() if out.exists()}
     outputs["decode"] = decoded_path.read_bytes() if decoded_path.exists() else b""
     return Scene(
