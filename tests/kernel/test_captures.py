@@ -9,7 +9,9 @@ app's own SDK encoding gives."""
 
 from __future__ import annotations
 
+import errno
 import json
+import shlex
 import shutil
 import signal
 import subprocess
@@ -19,6 +21,7 @@ import pytest
 
 from opentelemetry_exporter_userevents.abi import USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM
 from opentelemetry_exporter_userevents.record.tracepoints import parse_tracepoint
+from tests.support import kernel_support
 from tests.support import reader_process as proc
 from tests.support.kernel_support import wait_until
 from tests.support.otlp import flatten
@@ -147,3 +150,64 @@ def test_record_capture_keeps_pages_that_decode_later_and_trace_cmd_reads(
             assert any(f" name={name} " in line for line in span_lines), name
     else:  # libtraceevent cannot parse multi-format names (pinned in test_tools.py)
         assert span_lines == [] and "[UNKNOWN EVENT]" in report.stdout
+
+
+def test_record_capture_to_an_unwritable_destination_removes_its_instance_and_keeps_the_spools(
+    tracefs, prefix, tmp_path
+):
+    """The trace.dat cannot be written (its path became a directory): the instance is gone
+    from tracefs all the same, the pages stay in their spools, and the one-line error says
+    how to make the trace.dat from them, which then decodes to the app's own OTLP."""
+    capture = tmp_path / "capture.dat"
+    reader, _ = proc.reader(tmp_path, "--prefix", prefix, "--capture", str(capture))
+    instance = (tmp_path / "ready-0").read_text()
+    assert instance in tracefs.instances()
+    capture.mkdir()  # the destination is unwritable from now on
+    result = proc.finished(proc.app(prefix, "checkout"))
+    err = proc.stop(reader, codes=(1,))
+
+    assert instance not in tracefs.instances()  # no service pays for a listener that is gone
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    assert err.startswith(f"otel-userevents: could not write {capture}: Is a directory; "), err
+    (spool_dir,) = tmp_path.glob(".capture-*")
+    assert f"pages kept in {spool_dir}; make the trace.dat with: cat " in err
+    spools = sorted(p.name for p in spool_dir.iterdir())
+    assert "header" in spools and any(name.startswith("cpu") for name in spools), spools
+
+    command = err.split("make the trace.dat with: ", 1)[1].strip()
+    remade = tmp_path / "remade.dat"
+    files = shlex.split(command.split(" > ", 1)[0])[1:]
+    remade.write_bytes(b"".join(Path(name).read_bytes() for name in files))
+    spans, logs, decoded_err = _decode(remade)
+    _assert_equal_to_the_apps_own(result, spans, logs, decoded_err)
+
+
+def test_record_capture_on_a_full_file_system_removes_its_instance_and_names_the_spools(
+    tracefs, prefix, tmp_path
+):
+    """The file system of the capture and its spools fills up while it runs: the reader
+    exits 1 with one line naming the spools, no traceback, and its instance is gone."""
+    full = tmp_path / "full"
+    full.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(full)], check=True)
+    try:
+        capture = full / "capture.dat"
+        reader, _ = proc.reader(tmp_path, "--prefix", prefix, "--capture", str(capture))
+        instance = (tmp_path / "ready-0").read_text()
+        assert instance in tracefs.instances()
+        proc.finished(proc.app(prefix, "checkout"))
+        with open(full / "filler", "wb", buffering=0) as filler:  # until the disk is full
+            try:
+                while filler.write(bytes(4096)):
+                    pass
+            except OSError as error:
+                assert error.errno == errno.ENOSPC
+        err = proc.stop(reader, codes=(1,))
+
+        assert instance not in tracefs.instances()
+        assert "Traceback" not in err and err.count("\n") == 1, err
+        (spool_dir,) = full.glob(".capture-*")
+        assert "No space left on device; " in err and f"pages kept in {spool_dir}" in err, err
+        assert not capture.exists()
+    finally:
+        kernel_support.unmount(str(full))
