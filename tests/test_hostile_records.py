@@ -121,6 +121,7 @@ def test_hostile_records_around_a_genuine_app_raise_nothing_and_leave_the_app_ex
         output.close()
 
     assert rebuilder.stats.invalid > 0
+    assert set(rebuilder.stats.invalid_pids) == {HOSTILE_PID}  # never the app
     lines = [json.loads(line) for line in json_out.getvalue().splitlines()]
     trace_ids = {f"{s.context.trace_id:032x}" for s in spans} | {
         f"{r.log_record.trace_id:032x}" for r in logs
