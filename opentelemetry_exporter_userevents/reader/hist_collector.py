@@ -24,7 +24,7 @@ from opentelemetry_exporter_userevents.abi.uapi import USER_EVENTS_MULTI_SYSTEM,
 from opentelemetry_exporter_userevents.reader.decoder import RecordDecoder
 from opentelemetry_exporter_userevents.reader.hist import MergedHistogram, parse_hist
 from opentelemetry_exporter_userevents.reader.trace_reader import our_tracepoints
-from opentelemetry_exporter_userevents.reader.tracefs_instance import TracefsInstance
+from opentelemetry_exporter_userevents.reader.tracefs_instance import InstanceOwner, TracefsInstance
 from opentelemetry_exporter_userevents.reader.tracepoint_holder import TracepointHolder
 from opentelemetry_exporter_userevents.record.schema import LOG, SPAN, Schema
 from opentelemetry_exporter_userevents.record.tracepoints import (
@@ -82,7 +82,7 @@ class HistResult:
     """``system/name`` of tracepoints not counted (or not read), and why."""
 
 
-class HistCollector:
+class HistCollector(InstanceOwner):
     """Sets hist triggers on our span and log tracepoints; use as a context manager."""
 
     def __init__(
@@ -187,21 +187,6 @@ class HistCollector:
                     self.tracefs.clear_triggers(system, name, instance)
                 except OSError:
                     continue
-
-    @property
-    def removed_stale(self) -> list[str]:
-        """Instances of killed collectors (in this pid namespace) removed at start."""
-        return self.tracefs_instance.removed_stale
-
-    @property
-    def left_alone(self) -> dict[str, str]:
-        """Collectors' instances this one could not judge at start, and why."""
-        return self.tracefs_instance.left_alone
-
-    @property
-    def cleanup_error(self) -> str | None:
-        """Why the instance could not be removed at close, if it could not."""
-        return self.tracefs_instance.cleanup_error
 
     def __enter__(self) -> HistCollector:
         return self.start()

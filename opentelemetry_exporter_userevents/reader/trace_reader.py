@@ -26,7 +26,7 @@ from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs, TracefsError, find_tracefs
 from opentelemetry_exporter_userevents.abi.uapi import USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM
 from opentelemetry_exporter_userevents.reader.decoder import RecordDecoder, TraceRecord
-from opentelemetry_exporter_userevents.reader.tracefs_instance import TracefsInstance
+from opentelemetry_exporter_userevents.reader.tracefs_instance import InstanceOwner, TracefsInstance
 from opentelemetry_exporter_userevents.reader.tracepoint_holder import TracepointHolder
 from opentelemetry_exporter_userevents.record.tracepoints import (
     ANY_PREFIX,
@@ -74,7 +74,7 @@ def our_tracepoints(tracefs: Tracefs, decoder: RecordDecoder) -> list[tuple[str,
     return found
 
 
-class TraceReader:
+class TraceReader(InstanceOwner):
     """Reads our records from a private tracefs instance. Use as a context manager."""
 
     def __init__(
@@ -153,21 +153,6 @@ class TraceReader:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-    @property
-    def removed_stale(self) -> list[str]:
-        """Instances of killed readers (in this pid namespace) removed at start."""
-        return self.tracefs_instance.removed_stale
-
-    @property
-    def left_alone(self) -> dict[str, str]:
-        """Readers' instances this one could not judge at start, and why."""
-        return self.tracefs_instance.left_alone
-
-    @property
-    def cleanup_error(self) -> str | None:
-        """Why the instance could not be removed at close, if it could not."""
-        return self.tracefs_instance.cleanup_error
 
     # --- discovery ------------------------------------------------------------------
 

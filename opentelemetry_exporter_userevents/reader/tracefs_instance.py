@@ -251,3 +251,25 @@ class TracefsInstance:
             pass
         except OSError as error:
             self.cleanup_error = f"could not remove instance {self.name}: {error}"
+
+
+class InstanceOwner:
+    """What a reader and a hist collector tell about the instance they own (their
+    ``tracefs_instance``)."""
+
+    tracefs_instance: TracefsInstance
+
+    @property
+    def removed_stale(self) -> list[str]:
+        """Instances of killed owners (in this pid namespace) removed at start."""
+        return self.tracefs_instance.removed_stale
+
+    @property
+    def left_alone(self) -> dict[str, str]:
+        """Owners' instances this one could not judge at start, and why."""
+        return self.tracefs_instance.left_alone
+
+    @property
+    def cleanup_error(self) -> str | None:
+        """Why the instance could not be removed at close, if it could not."""
+        return self.tracefs_instance.cleanup_error
