@@ -143,7 +143,7 @@ def scene(tmp_path_factory: pytest.TempPathFactory, kernel_has_multi_format: boo
                 _fail(f"the {label} reader was not ready in 120 s")
             if process.poll() is not None:
                 _, err = process.communicate()
-                _fail(f"the {label} reader exited {process.returncode}:\n{err.decode()[-3000:]}")
+                _fail(f"the {label} reader exited {process.returncode}:\n{_text(err[-3000:])}")
             assert wait_until(lambda r=ready: bool(r.read_text()), 10), label
         step("readers ready")
         config = _config(tracefs, prefix, kernel_has_multi_format)
@@ -259,9 +259,13 @@ def _compare(kind: str, got: dict[str, str], want: dict[str, str], err: bytes) -
     _fail("\n".join([*lines, _summary(err)]))
 
 
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", "backslashreplace")
+
+
 def _summary(err: bytes) -> str:
     """The summary line a command ends with (its stderr's last line)."""
-    lines = err.decode("utf-8", "backslashreplace").strip().splitlines()
+    lines = _text(err).strip().splitlines()
     return lines[-1] if lines else "(no stderr)"
 
 
@@ -284,7 +288,7 @@ def _fail(message: str) -> None:
 def test_every_reader_and_decode_exit_0_without_a_traceback(scene):
     for label, ended in _ended(scene).items():
         if ended.returncode != 0 or b"Traceback" in ended.stderr:
-            _fail(f"{label} exited {ended.returncode}:\n{ended.stderr[-3000:].decode()}")
+            _fail(f"{label} exited {ended.returncode}:\n{_text(ended.stderr[-3000:])}")
 
 
 def test_the_apps_spans_and_logs_come_back_exact_in_otlp_json(scene):
