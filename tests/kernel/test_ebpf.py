@@ -77,9 +77,10 @@ def _run(bpftrace: str, program: str, while_attached, out_path) -> tuple[int, st
 
 
 def _interrupt(process: subprocess.Popen[str]) -> None:
-    """Ctrl-C, repeated every 15 s while it runs (bpftrace prints its maps within about a second
-    of a SIGINT it acts on, under emulation)."""
-    for _ in range(8):
+    """Ctrl-C, repeated every 15 s while it runs, for up to 5 minutes (bpftrace prints its maps
+    within about a second of a SIGINT it acts on, under emulation; on a host busy with other
+    guests, one run still ignored eight of them, 120 s)."""
+    for _ in range(20):
         process.send_signal(signal.SIGINT)
         try:
             process.wait(timeout=15)
