@@ -30,7 +30,7 @@ from opentelemetry_exporter_userevents.record.tracepoints import (
     tracepoint_kinds,
 )
 from tests.support import hostile_writer
-from tests.support.otlp import flatten
+from tests.support.otlp import flatten, of_traces
 from tests.support.records import HEADER, format_of
 from tests.support.span_fixtures import RESOURCE, make_logs, make_spans
 
@@ -126,8 +126,8 @@ def test_hostile_records_around_a_genuine_app_raise_nothing_and_leave_the_app_ex
     trace_ids = {f"{s.context.trace_id:032x}" for s in spans} | {
         f"{r.log_record.trace_id:032x}" for r in logs
     }
-    got_spans = _of_traces([x for x in lines if "resourceSpans" in x], trace_ids)
-    got_logs = _of_traces([x for x in lines if "resourceLogs" in x], trace_ids)
+    got_spans = of_traces([x for x in lines if "resourceSpans" in x], trace_ids)
+    got_logs = of_traces([x for x in lines if "resourceLogs" in x], trace_ids)
     # What the reader's output writes of the SDK's own items (a few fixture logs have bodies
     # OTLP cannot carry: left out on both sides).
     want_spans, _ = otlp_json.skipping_unrepresentable(otlp_json.spans_request, spans)
@@ -139,27 +139,3 @@ def test_hostile_records_around_a_genuine_app_raise_nothing_and_leave_the_app_ex
             assert escape not in text.encode("utf-8", "surrogateescape")
     for name in ("GET /users/{id}", "SELECT users"):
         assert name in tree_out.getvalue()
-
-
-def _of_traces(requests: list[dict], trace_ids: set[str]) -> list[dict]:
-    """Only the spans or log records of ``trace_ids`` (the app's), with their resource and
-    scope: the hostile ones carry random trace ids."""
-    kept = []
-    for request in requests:
-        resources_key = "resourceSpans" if "resourceSpans" in request else "resourceLogs"
-        scopes_key, items_key = {
-            "resourceSpans": ("scopeSpans", "spans"),
-            "resourceLogs": ("scopeLogs", "logRecords"),
-        }[resources_key]
-        resources = []
-        for resource in request[resources_key]:
-            scopes = []
-            for scope in resource.get(scopes_key, ()):
-                mine = [i for i in scope.get(items_key, ()) if i.get("traceId") in trace_ids]
-                if mine:
-                    scopes.append({**scope, items_key: mine})
-            if scopes:
-                resources.append({**resource, scopes_key: scopes})
-        if resources:
-            kept.append({resources_key: resources})
-    return kept

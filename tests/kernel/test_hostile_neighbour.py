@@ -36,7 +36,7 @@ from opentelemetry_exporter_userevents.record.tracepoints import commands, trace
 from tests.support import hostile_writer
 from tests.support import reader_process as proc
 from tests.support.kernel_support import wait_until
-from tests.support.otlp import flatten
+from tests.support.otlp import flatten, of_traces
 
 pytestmark = pytest.mark.kernel
 
@@ -209,28 +209,6 @@ def _trace_ids(app: dict) -> set[str]:
     }
 
 
-def _of_traces(requests: list[dict], trace_ids: set[str]) -> list[dict]:
-    """Only the spans or log records of ``trace_ids`` (the app's), with their resource and
-    scope as written: the hostile ones carry random trace ids."""
-    kept = []
-    for request in requests:
-        spans = "resourceSpans" in request
-        resources_key = "resourceSpans" if spans else "resourceLogs"
-        scopes_key, items_key = ("scopeSpans", "spans") if spans else ("scopeLogs", "logRecords")
-        resources = []
-        for resource in request[resources_key]:
-            scopes = []
-            for scope in resource.get(scopes_key, ()):
-                mine = [i for i in scope.get(items_key, ()) if i.get("traceId") in trace_ids]
-                if mine:
-                    scopes.append({**scope, items_key: mine})
-            if scopes:
-                resources.append({**resource, scopes_key: scopes})
-        if resources:
-            kept.append({resources_key: resources})
-    return kept
-
-
 def _assert_the_apps_own(scene: Scene, output: bytes, err: bytes) -> None:
     want_spans = flatten([scene.app["spans"]], "spans")
     want_logs = flatten([scene.app["logs"]], "logs")
@@ -241,8 +219,8 @@ def _assert_the_apps_own(scene: Scene, output: bytes, err: bytes) -> None:
     ], "the neighbour claimed the id of APP_RESOURCE: it must be the app's resource"
     spans, logs = _requests(output)
     trace_ids = _trace_ids(scene.app)
-    _compare("spans", flatten(_of_traces(spans, trace_ids), "spans"), want_spans, err)
-    _compare("logs", flatten(_of_traces(logs, trace_ids), "logs"), want_logs, err)
+    _compare("spans", flatten(of_traces(spans, trace_ids), "spans"), want_spans, err)
+    _compare("logs", flatten(of_traces(logs, trace_ids), "logs"), want_logs, err)
 
 
 def _compare(kind: str, got: dict[str, str], want: dict[str, str], err: bytes) -> None:

@@ -57,3 +57,25 @@ def metric_points(requests: list[dict[str, Any]]) -> dict[str, list[Any]]:
                     key = json.dumps(identity, sort_keys=True)
                     points.setdefault(key, []).extend(metric[kind]["dataPoints"])
     return points
+
+
+def of_traces(requests: list[dict[str, Any]], trace_ids: set[str]) -> list[dict[str, Any]]:
+    """Only the spans or log records of ``trace_ids`` (an app's), with their resource and
+    scope as written: a test keeps one app's records among others."""
+    kept = []
+    for request in requests:
+        spans = "resourceSpans" in request
+        resources_key = "resourceSpans" if spans else "resourceLogs"
+        scopes_key, items_key = ("scopeSpans", "spans") if spans else ("scopeLogs", "logRecords")
+        resources = []
+        for resource in request[resources_key]:
+            scopes = []
+            for scope in resource.get(scopes_key, ()):
+                mine = [i for i in scope.get(items_key, ()) if i.get("traceId") in trace_ids]
+                if mine:
+                    scopes.append({**scope, items_key: mine})
+            if scopes:
+                resources.append({**resource, scopes_key: scopes})
+        if resources:
+            kept.append({resources_key: resources})
+    return kept
