@@ -40,6 +40,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
     InMemorySpanExporter,
 )
 
+from benchmarks.reader_decode import benchmark_span  # noqa: E402
 from opentelemetry_exporter_userevents._export.span_encoder import encode_span  # noqa: E402
 from opentelemetry_exporter_userevents.abi.ring_buffer import FTRACE_MAX_PAYLOAD  # noqa: E402
 from opentelemetry_exporter_userevents.reader.capture import TraceDatWriter  # noqa: E402
@@ -64,12 +65,7 @@ def span_records(resource_id: int) -> list[bytes]:
     provider.add_span_processor(SimpleSpanProcessor(memory))
     tracer = provider.get_tracer("bench", "1.0")
     for number in range(16):
-        with tracer.start_as_current_span(
-            "GET /cart/{id}",
-            attributes={"http.request.method": "GET", "url.path": f"/cart/{number}",
-                        "http.response.status_code": 200, "user.id": number},
-        ) as span:  # fmt: skip
-            span.add_event("cart loaded", {"items": number % 5})
+        benchmark_span(tracer, number)
     return [
         record(SPAN_ID, encode_span(span, resource_id, FTRACE_MAX_PAYLOAD)[0])
         for span in memory.get_finished_spans()
