@@ -27,6 +27,7 @@ from opentelemetry_exporter_userevents.reader.commands.common import (
 )
 from opentelemetry_exporter_userevents.reader.private_file import open_private
 from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.terminal_text import printable
 from opentelemetry_exporter_userevents.reader.trace_reader import TraceReader
 
 
@@ -69,7 +70,7 @@ def capture(args: argparse.Namespace, reader: TraceReader, tracefs: Tracefs, err
         failure = error
     reader.close()
     if reader.cleanup_error:
-        err.write(f"otel-userevents: {reader.cleanup_error}\n")
+        err.write(f"otel-userevents: {printable(reader.cleanup_error)}\n")
     if writer is None:
         if failure is not None:
             raise failure  # nothing captured: the reader's error, as for record
@@ -125,7 +126,7 @@ def decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     started = time.monotonic()
     decoded = decode_file(args.file, prefixes_of(args, every_by_default=True))
     for name, reason in decoded.incompatible.items():
-        err.write(f"otel-userevents: not decoding {name}: {reason}\n")
+        err.write(f"otel-userevents: not decoding {printable(f'{name}: {reason}')}\n")
     output = output_of(args, out)
     rebuilder = Rebuilder(resource_wait=float("inf"))  # the whole file is there: no waiting
     damaged: CaptureError | None = None
@@ -139,7 +140,7 @@ def decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     finally:
         output.close()
     for note in decoded.notes:  # complete once every record is read
-        err.write(f"otel-userevents: {note}\n")
+        err.write(f"otel-userevents: {printable(note)}\n")
     stats = decoded.decoder.stats
     elapsed = time.monotonic() - started
     head = f"otel-userevents: {args.file} ({decoded.kind}): "

@@ -24,6 +24,7 @@ from opentelemetry_exporter_userevents.reader.commands.common import (
 from opentelemetry_exporter_userevents.reader.outputs import Output
 from opentelemetry_exporter_userevents.reader.private_file import open_private
 from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.terminal_text import printable
 from opentelemetry_exporter_userevents.reader.trace_reader import TraceReader
 
 
@@ -43,7 +44,7 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         with stop_signals() as stop:
             reader.start()
             for name, reason in {**reader.filter_rejected, **reader.incompatible}.items():
-                err.write(f"otel-userevents: not recording {name}: {reason}\n")
+                err.write(f"otel-userevents: not recording {printable(f'{name}: {reason}')}\n")
             if args.ready_file:  # tests and scripts wait for this before they start writing
                 with open_private(args.ready_file) as f:
                     f.write(reader.instance)
@@ -68,7 +69,7 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         reader.close()
         output.close()
     if reader.cleanup_error:
-        err.write(f"otel-userevents: {reader.cleanup_error}\n")
+        err.write(f"otel-userevents: {printable(reader.cleanup_error)}\n")
     err.write(_summary(reader, rebuilder, output, started, stop_reason) + "\n")
     err.flush()
     return 0
