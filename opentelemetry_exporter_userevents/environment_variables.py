@@ -28,3 +28,9 @@ OTEL_EXPORTER_USER_EVENTS_MULTI_FORMAT = "OTEL_EXPORTER_USER_EVENTS_MULTI_FORMAT
 that have them (6.9+), the single-format layout elsewhere. ``false``: the single-format
 layout (``user_events/<name>_<schema version>``) on every kernel, for perf, trace-cmd and
 the otel-arrow receiver, which cannot read multi-format names."""
+
+OTEL_EXPORTER_USER_EVENTS_ANNOUNCE_TIMEOUT = "OTEL_EXPORTER_USER_EVENTS_ANNOUNCE_TIMEOUT"
+"""Milliseconds an exporter waits at start, when a machine-wide reader (``otel-userevents
+record --prefix '*'``) listens, for that reader to listen to its tracepoints before its
+first write (default 2000; 0: neither announce nor wait, as releases before announcements).
+Without such a reader nothing is waited for."""

@@ -189,7 +189,7 @@ def test_unencodable_attribute_is_dropped_and_counted():
 def test_schema_document_lists_every_field():
     with open(Path(__file__).parent.parent / "docs" / "schema.md", encoding="utf-8") as f:
         document = f.read()
-    for s in (SPAN, LOG, RESOURCE, schema.METRIC_NUMBER, schema.METRIC_HISTOGRAM):
+    for s in (SPAN, LOG, RESOURCE, schema.METRIC_NUMBER, schema.METRIC_HISTOGRAM, schema.ANNOUNCE):
         assert s.command() in document
         for field in s.fields:
             assert f"| `{field.name}` | `{field.type}` | {field.doc} |" in document

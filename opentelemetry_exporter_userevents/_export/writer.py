@@ -12,6 +12,7 @@ import threading
 from dataclasses import dataclass, fields
 
 from opentelemetry_exporter_userevents import _forksafe
+from opentelemetry_exporter_userevents._export.announce import Announcement, announce
 from opentelemetry_exporter_userevents.abi.errors import UserEventsError
 from opentelemetry_exporter_userevents.abi.uapi import (
     USER_EVENT_REG_MULTI_FORMAT,
@@ -19,7 +20,7 @@ from opentelemetry_exporter_userevents.abi.uapi import (
 )
 from opentelemetry_exporter_userevents.abi.user_events import Registration, UserEventsData
 from opentelemetry_exporter_userevents.record.schema import Schema
-from opentelemetry_exporter_userevents.record.tracepoints import commands
+from opentelemetry_exporter_userevents.record.tracepoints import commands, parse_tracepoint
 
 _logger = logging.getLogger(__name__)
 _ALWAYS = memoryview(b"\xff\xff\xff\xff").cast("I")
@@ -91,6 +92,7 @@ class EventWriter:
         self._reported: set[object] = set()
         self._data = UserEventsData(tracefs)
         self.registrations: dict[str, Registration | None] = dict.fromkeys(tracepoints)
+        self.announcement = Announcement()
         if not self._data.available:
             _warn_unavailable(self._data.reason or "unknown reason")
             return
@@ -108,6 +110,8 @@ class EventWriter:
                     exc,
                     self._holder(exc),
                 )
+        self.announcement = _announce(self._data, tracepoints, self.registrations, multi_format)
+        """Whether a machine-wide reader listened at start, and how long we waited for it."""
 
     def _holder(self, error: UserEventsError) -> str:
         """For a single-format name another program holds with other fields (EADDRINUSE),
@@ -176,6 +180,21 @@ class EventWriter:
 
     def close(self) -> None:
         self._data.close()
+
+
+def _announce(
+    data: UserEventsData,
+    tracepoints: dict[str, tuple[str, Schema]],
+    registrations: dict[str, Registration | None],
+    multi_format: bool,
+) -> Announcement:
+    """Tell a machine-wide reader about our tracepoints (:mod:`.announce`), by their prefix."""
+    prefixes = {
+        parsed.prefix for base, _ in tracepoints.values() if (parsed := parse_tracepoint(base))
+    }
+    if len(prefixes) != 1:
+        return Announcement()
+    return announce(data, prefixes.pop(), list(registrations.values()), multi_format)
 
 
 def _closed(fd: int) -> bool:

@@ -280,3 +280,21 @@ METRIC_HISTOGRAM = Schema(
     ),
     "One data point of a histogram: ``otel_metric_histogram`` and ``otel_metric_exp_histogram``.",
 )
+
+ANNOUNCE_REGISTERED = 0
+"""An announcement's ``event``: the writer registered its tracepoints and waits up to
+``wait_ms`` for them to be listened to before its first write."""
+ANNOUNCE_GAVE_UP = 1
+"""An announcement's ``event``: ``wait_ms`` passed and some of the writer's tracepoints were
+still not listened to; it writes on, and what nobody listens to is not recorded."""
+
+ANNOUNCE = Schema(
+    "otel_userevents_announce",
+    _fields(
+        ("wait_ms", "u32", "How long the writer waits for its tracepoints to be listened to."),
+        ("event", "u8", "0: registered, waiting; 1: gave up waiting (see ANNOUNCE_*)."),
+        ("prefix", TEXT, "The prefix of the tracepoints the writer registered."),
+    ),
+    "A writer's word to a machine-wide reader: one prefix's tracepoints now exist. One "
+    "tracepoint for every prefix, whatever the prefix (docs/schema.md, Announcements).",
+)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from opentelemetry_exporter_userevents.abi.format import EventFormat, split_multi_format_name
 from opentelemetry_exporter_userevents.record.schema import (
+    ANNOUNCE,
     LOG,
     METRIC_HISTOGRAM,
     METRIC_NUMBER,
@@ -148,6 +149,29 @@ def parse_tracepoint(tracepoint: str) -> TracepointName | None:
             if name.endswith(suffix) and _PREFIX.match(prefix):
                 return TracepointName(prefix, kind, schema, name, version)
     return None
+
+
+def announce_commands() -> tuple[str, str]:
+    """The announcement tracepoint's registration commands (multi-format, single-format):
+    one name for every prefix, ``otel_userevents_announce`` (docs/schema.md)."""
+    return commands(ANNOUNCE.name, ANNOUNCE)
+
+
+def is_announce(tracepoint: str) -> bool:
+    """True for the announcement tracepoint in either layout (``otel_userevents_announce.1``,
+    ``otel_userevents_announce_<version>``); its format still has to match."""
+    base, _ = split_multi_format_name(tracepoint)
+    versioned = _VERSIONED.match(base)
+    return base == ANNOUNCE.name or (versioned is not None and versioned["base"] == ANNOUNCE.name)
+
+
+def is_prefix(text: str) -> bool:
+    """A prefix our tracepoint names can have (letters, digits, ``_``; not a digit first)."""
+    return len(text) <= MAX_PREFIX_LENGTH and _PREFIX.match(text) is not None
+
+
+MAX_PREFIX_LENGTH = 200
+"""Longer than any tracepoint name the kernel takes (its limit is 256 with the suffixes)."""
 
 
 def field_list_of(fmt: EventFormat) -> str:
