@@ -14,6 +14,7 @@ import errno
 import io
 import shlex
 import subprocess
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -76,6 +77,15 @@ class FakeReader:
 
     def read_cpu_pages(self) -> list[tuple[int, bytes]]:
         return []
+
+    def wait(self, timeout: float) -> None:
+        time.sleep(timeout)
+
+    def late_services(self) -> list[Any]:
+        return []
+
+    found_later_not_remembered = 0
+    announcements = None
 
     def formats(self) -> list[tuple[str, str]]:
         return [FORMAT]

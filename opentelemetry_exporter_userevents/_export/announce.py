@@ -98,8 +98,8 @@ def announce(
         _logger.debug("user_events: no announcement tracepoint: %s", exc)
         return Announcement()
     try:
-        if not registration.enabled or all(r.enabled for r in mine):
-            return Announcement(listened=registration.enabled)
+        if not registration.enabled:
+            return Announcement()
         started = time.monotonic()
         _write(registration, ANNOUNCE_REGISTERED, wait_ms, prefix)
         deadline = started + wait_ms / 1000

@@ -230,6 +230,12 @@ class Tracefs:
         with open(os.path.join(self.instance_dir(instance), "buffer_size_kb"), "w") as f:
             f.write(str(size_kb))
 
+    def set_buffer_percent(self, instance: str, percent: int) -> None:
+        """How full a CPU's buffer must be before ``poll`` on its ``trace_pipe_raw`` wakes
+        (``buffer_percent``, default 50); 0 wakes at the first record."""
+        with open(os.path.join(self.instance_dir(instance), "buffer_percent"), "w") as f:
+            f.write(str(percent))
+
     def header_page(self) -> str:
         """``events/header_page``: the layout of a ring-buffer sub-buffer."""
         with open(os.path.join(self.path, "events", "header_page"), encoding="ascii") as f:

@@ -25,6 +25,7 @@ from opentelemetry_exporter_userevents.abi.format import parse_format
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs, TracefsError, find_tracefs
 from opentelemetry_exporter_userevents.abi.uapi import USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM
+from opentelemetry_exporter_userevents.reader.announcements import AnnouncementListener
 from opentelemetry_exporter_userevents.reader.decoder import RecordDecoder, TraceRecord
 from opentelemetry_exporter_userevents.reader.tracefs_instance import InstanceOwner, TracefsInstance
 from opentelemetry_exporter_userevents.reader.tracepoint_holder import TracepointHolder
@@ -32,9 +33,12 @@ from opentelemetry_exporter_userevents.record.tracepoints import (
     ANY_PREFIX,
     RESOURCE_KIND,
     SPAN_KIND,
+    parse_tracepoint,
 )
 
 INSTANCE_PREFIX = "otel-userevents."
+MAX_FOUND_LATER = 1024
+"""Prefixes first found after the start that are remembered (the rest are counted)."""
 _PAGES_PER_READ = 1024
 """Pages read from one CPU per :meth:`TraceReader.read`, so one busy CPU cannot starve
 the others or the rescan."""
@@ -51,6 +55,19 @@ class _Enabled:
     kind: str
     event_id: int
     format_text: str
+
+
+@dataclass
+class LateService:
+    """A prefix whose first records a machine-wide reader may have missed."""
+
+    prefix: str
+    found: float | None
+    """Seconds after the start when a scan first enabled one of its tracepoints; None if
+    none was (its tracepoints were gone when the reader looked)."""
+    why: str
+    """``not announced`` (an app of an older release, or announcements turned off), or
+    ``gave up waiting after N ms`` (the reader was too slow: stalled or busy)."""
 
 
 @dataclass
@@ -114,6 +131,15 @@ class TraceReader(InstanceOwner):
         self._enabled: dict[tuple[str, str], _Enabled] = {}
         self._cpus: list[_Cpu] = []
         self._next_scan = 0.0
+        self.announcements: AnnouncementListener | None = None
+        """Under ``*`` (with ``hold``): the announcements of new services
+        (:mod:`.announcements`); a rescan follows each read that found one."""
+        self.announcement_error: str | None = None
+        """Why announcements cannot be heard here, if they cannot."""
+        self._started = 0.0
+        self._prefixes_at_start: set[str] | None = None
+        self._found_later: dict[str, float] = {}
+        self.found_later_not_remembered = 0
 
     # --- lifetime -------------------------------------------------------------------
 
@@ -129,22 +155,43 @@ class TraceReader(InstanceOwner):
             if self.hold:
                 self.holder = TracepointHolder(self.tracefs)
                 self.holder.hold(p for p in self.prefixes if p != ANY_PREFIX)
+                if ANY_PREFIX in self.prefixes:
+                    self._listen_to_announcements(self.holder)
             for cpu in self.tracefs.cpus(self.instance):
                 path = self.tracefs.trace_pipe_raw(self.instance, cpu)
                 self._cpus.append(_Cpu(cpu, os.open(path, os.O_RDONLY | os.O_NONBLOCK)))
+            self._started = time.monotonic()
             self.scan()
         except BaseException:
             self.close()
             raise
         return self
 
+    def _listen_to_announcements(self, holder: TracepointHolder) -> None:
+        holder.hold_announcements()
+        listener = AnnouncementListener(self.tracefs, self.decoder.layout)
+        try:
+            listener.start()
+        except OSError as error:
+            listener.close()
+            self.announcement_error = f"announcements cannot be heard: {error}"
+            return
+        self.announcements = listener
+        if not listener.listening:
+            self.announcement_error = "announcements cannot be heard: " + (
+                "; ".join(f"{k}: {v}" for k, v in listener.problems.items())
+                or "no announcement tracepoint"
+            )
+
     def close(self) -> None:
-        """Disable our tracepoints, remove the instance, and let go of the tracepoints the
+        """Disable our tracepoints, remove the instances, and let go of the tracepoints the
         reader held. Idempotent."""
         for cpu in self._cpus:
             os.close(cpu.fd)
         self._cpus = []
         self.tracefs_instance.close()
+        if self.announcements is not None:
+            self.announcements.close()
         if self.holder is not None:
             self.holder.close()
 
@@ -173,8 +220,61 @@ class TraceReader(InstanceOwner):
                 continue
             if self._enable(system, name, kind):
                 added.append(name)
+        self._note_found(added)
         self._next_scan = time.monotonic() + self.rescan_interval
         return added
+
+    def _note_found(self, added: list[str]) -> None:
+        """Remember when each prefix was first found, after the start (under ``*``)."""
+        if ANY_PREFIX not in self.prefixes:
+            return
+        prefixes = {parsed.prefix for name in added if (parsed := parse_tracepoint(name))}
+        if self._prefixes_at_start is None:
+            self._prefixes_at_start = prefixes
+            return
+        now = time.monotonic() - self._started
+        for prefix in prefixes - self._prefixes_at_start:
+            if prefix in self._found_later:
+                continue
+            if len(self._found_later) >= MAX_FOUND_LATER:
+                self.found_later_not_remembered += 1
+                continue
+            self._found_later[prefix] = now
+
+    def late_services(self) -> list[LateService]:
+        """Prefixes that appeared after the start and whose first records may not have been
+        recorded: found by a rescan without an announcement, or announced by a writer that
+        gave up waiting. Neither the kernel nor the writer counts what nobody listened to."""
+        if ANY_PREFIX not in self.prefixes or self._prefixes_at_start is None:
+            return []
+        announced = self.announcements.announced if self.announcements is not None else {}
+        late = []
+        for prefix, found in self._found_later.items():
+            heard = announced.get(prefix)
+            if heard is None:
+                late.append(LateService(prefix, found, "not announced"))
+            elif heard.gave_up is not None:
+                late.append(LateService(prefix, found, f"gave up waiting after {heard.wait_ms} ms"))
+        for prefix, heard in announced.items():
+            if prefix not in self._found_later and prefix not in self._prefixes_at_start:
+                if heard.gave_up is not None:
+                    why = f"gave up waiting after {heard.wait_ms} ms"
+                    late.append(LateService(prefix, None, why))
+        return late
+
+    def wait(self, timeout: float) -> None:
+        """Sleep up to ``timeout`` seconds between reads; less when a new service announces
+        itself (then the next :meth:`read` enables its tracepoints at once)."""
+        if self.announcements is not None:
+            self.announcements.wait(timeout)
+        else:
+            time.sleep(timeout)
+
+    def _rescan_if_due(self) -> None:
+        """Rescan now if a service announced itself, else when the interval has passed."""
+        heard = self.announcements is not None and self.announcements.read() > 0
+        if heard or time.monotonic() >= self._next_scan:
+            self.scan()
 
     def _enable(self, system: str, name: str, kind: str) -> bool:
         if name in self.incompatible or name in self.filter_rejected:
@@ -218,8 +318,7 @@ class TraceReader(InstanceOwner):
         for page in self.read_pages():
             self.decoder.decode_page(page, records)
         records.sort(key=lambda record: record.timestamp)
-        if time.monotonic() >= self._next_scan:
-            self.scan()
+        self._rescan_if_due()
         return records
 
     def read_pages(self) -> list[bytes]:
@@ -249,8 +348,7 @@ class TraceReader(InstanceOwner):
         """Like :meth:`read_cpu_pages`, and rescan when due (``record --capture``: pages are
         kept, not decoded, so the reader keeps up with bursts)."""
         pages = self.read_cpu_pages()
-        if time.monotonic() >= self._next_scan:
-            self.scan()
+        self._rescan_if_due()
         return pages
 
     def formats(self) -> list[tuple[str, str]]:

@@ -25,7 +25,11 @@ from opentelemetry_exporter_userevents.abi.errors import UserEventsError
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs
 from opentelemetry_exporter_userevents.abi.uapi import USER_EVENTS_MULTI_SYSTEM
 from opentelemetry_exporter_userevents.abi.user_events import UserEventsData
-from opentelemetry_exporter_userevents.record.tracepoints import commands, tracepoint_kinds
+from opentelemetry_exporter_userevents.record.tracepoints import (
+    announce_commands,
+    commands,
+    tracepoint_kinds,
+)
 
 
 class TracepointHolder:
@@ -50,15 +54,22 @@ class TracepointHolder:
             return
         for prefix in prefixes:
             for base, (_, schema) in tracepoint_kinds(prefix).items():
-                multi, single = commands(base, schema)
-                try:
-                    registration = self._data.register(multi, single_format_command=single)
-                    self.held += 1
-                    if registration.system == USER_EVENTS_MULTI_SYSTEM:
-                        self._data.register(single, 0)
-                        self.held += 1
-                except UserEventsError as error:
-                    self.errors[error.command] = str(error)
+                self._hold(*commands(base, schema))
+
+    def hold_announcements(self) -> None:
+        """Register the announcement tracepoint (:mod:`.announcements`), both layouts."""
+        if self._data.available:
+            self._hold(*announce_commands())
+
+    def _hold(self, multi: str, single: str) -> None:
+        try:
+            registration = self._data.register(multi, single_format_command=single)
+            self.held += 1
+            if registration.system == USER_EVENTS_MULTI_SYSTEM:
+                self._data.register(single, 0)
+                self.held += 1
+        except UserEventsError as error:
+            self.errors[error.command] = str(error)
 
     def close(self) -> None:
         """Unregister everything (idempotent)."""

@@ -19,6 +19,7 @@ from opentelemetry_exporter_userevents.reader.capture import (
     decode_file,
 )
 from opentelemetry_exporter_userevents.reader.commands.common import (
+    discovery_parts,
     output_of,
     prefixes_of,
     rebuilt_parts,
@@ -63,7 +64,7 @@ def capture(args: argparse.Namespace, reader: TraceReader, tracefs: Tracefs, err
                 return bool(pages)
 
             deadline = started + args.duration if args.duration else None
-            stop_reason = run_until_stopped(keep_pages, deadline, stop)
+            stop_reason = run_until_stopped(keep_pages, deadline, stop, reader.wait)
             for cpu, page in reader.read_cpu_pages():
                 writer.add_page(cpu, page)
     except BaseException as error:  # acted on below, once the reader is closed
@@ -99,6 +100,7 @@ def capture(args: argparse.Namespace, reader: TraceReader, tracefs: Tracefs, err
         f"(trace.dat v6), lost {reader.lost}; rebuild with: otel-userevents decode "
         f"{args.capture}"
     )
+    summary = ", ".join([summary, *discovery_parts(reader)])
     if failure is not None:  # reading or spooling failed; what was kept is in the file
         err.write(f"otel-userevents: capture stopped: {_why(failure)}; {summary}\n")
         return 1

@@ -27,6 +27,7 @@ from opentelemetry_exporter_userevents.reader.outputs import (
 )
 from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.reader.terminal_text import printable
+from opentelemetry_exporter_userevents.reader.trace_reader import TraceReader
 from opentelemetry_exporter_userevents.record.tracepoints import ANY_PREFIX, DEFAULT_PREFIX
 
 POLL_INTERVAL = 0.2
@@ -65,10 +66,16 @@ def stop_signals() -> Iterator[StopSignals]:
             signal.signal(signum, handler)
 
 
-def run_until_stopped(step: Callable[[], bool], deadline: float | None, stop: StopSignals) -> str:
-    """Call ``step`` until ``deadline`` (monotonic) or a signal noted in ``stop``, sleeping a
-    poll interval after a step that found nothing; return why it stopped: ``duration``,
-    ``interrupted`` or the signal's name."""
+def run_until_stopped(
+    step: Callable[[], bool],
+    deadline: float | None,
+    stop: StopSignals,
+    idle: Callable[[float], None] = time.sleep,
+) -> str:
+    """Call ``step`` until ``deadline`` (monotonic) or a signal noted in ``stop``, idle for a
+    poll interval after a step that found nothing (``idle(seconds)``: a reader's wakes early
+    when a service announces itself); return why it stopped: ``duration``, ``interrupted``
+    or the signal's name."""
     while True:
         found = step()
         if stop.reason is not None:
@@ -76,7 +83,7 @@ def run_until_stopped(step: Callable[[], bool], deadline: float | None, stop: St
         if deadline is not None and time.monotonic() >= deadline:
             return "duration"
         if not found:
-            time.sleep(POLL_INTERVAL)  # resumed after a signal (PEP 475): at most this late
+            idle(POLL_INTERVAL)  # resumed after a signal (PEP 475): at most this late
 
 
 def tracefs_of(args: argparse.Namespace) -> Tracefs:
@@ -152,6 +159,39 @@ def invalid_part(rebuilder: Rebuilder) -> str:
     if len(stats.invalid_pids) > SHOWN_PIDS or stats.invalid_other_pids:
         pids += ", others"
     return f"{stats.invalid} invalid ({printable(reasons)}; by writer pid {pids})"
+
+
+def discovery_parts(reader: TraceReader) -> list[str]:
+    """Under ``*``: the services whose first records may be missing (``late``), and
+    announcements that made no sense; nothing when all is well."""
+    parts = []
+    late = reader.late_services()
+    if late or reader.found_later_not_remembered:
+        shown = []
+        for service in late[:SHOWN_SERVICES]:
+            found = (
+                f"listened {service.found:.1f} s in"
+                if service.found is not None
+                else "its tracepoints gone before it was listened to"
+            )
+            shown.append(f"{printable(service.prefix)} ({service.why}; {found})")
+        more = len(late) - len(shown) + reader.found_later_not_remembered
+        if more:
+            shown.append(f"{more} more")
+        parts.append(
+            f"{len(late) + reader.found_later_not_remembered} services may have lost their "
+            f"first records (not counted by the kernel or the app): {', '.join(shown)}"
+        )
+    heard = reader.announcements
+    if heard is not None:
+        for label, count in (
+            ("announcements that made no sense", heard.stats.invalid),
+            ("announcements lost", heard.stats.lost),
+            ("announced prefixes not remembered", heard.stats.not_remembered),
+        ):
+            if count:
+                parts.append(f"{count} {label}")
+    return parts
 
 
 def _largest(counts: dict[Any, int], shown: int) -> list[tuple[Any, int]]:

@@ -14,6 +14,7 @@ from typing import TextIO
 from opentelemetry_exporter_userevents.reader.commands.capture import capture
 from opentelemetry_exporter_userevents.reader.commands.common import (
     PROGRESS_INTERVAL,
+    discovery_parts,
     output_of,
     prefixes_of,
     rebuilt_parts,
@@ -45,6 +46,8 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             reader.start()
             for name, reason in {**reader.filter_rejected, **reader.incompatible}.items():
                 err.write(f"otel-userevents: not recording {printable(f'{name}: {reason}')}\n")
+            if reader.announcement_error:
+                err.write(f"otel-userevents: {printable(reader.announcement_error)}\n")
             if args.ready_file:  # tests and scripts wait for this before they start writing
                 with open_private(args.ready_file) as f:
                     f.write(reader.instance)
@@ -62,7 +65,7 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 return bool(records)
 
             deadline = started + args.duration if args.duration else None
-            stop_reason = run_until_stopped(rebuild, deadline, stop)
+            stop_reason = run_until_stopped(rebuild, deadline, stop, reader.wait)
             output.write(rebuilder.add(reader.read()))
             output.write(rebuilder.flush())
     finally:
@@ -89,6 +92,7 @@ def _summary(
         f"{decoded.records} records in {elapsed:.1f} s ({rate:.0f}/s)",
         lost,
         *rebuilt_parts(rebuilder, decoded, output),
+        *discovery_parts(reader),
     ]
     head = "otel-userevents: " + ("stopped (" + stop + "): " if stop else "")
     return head + ", ".join(parts)

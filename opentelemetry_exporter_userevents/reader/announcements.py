@@ -1,0 +1,215 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""A machine-wide reader's ear for new services: the ``otel_userevents_announce`` records.
+
+A reader of every prefix (``--prefix '*'``) registers the announcement tracepoint in both
+layouts (:class:`.TracepointHolder`) and enables it in a tracefs instance of its own
+(``otel-userevents-announce.<pid>.<start>.<n>.pidns<inode>``), with ``buffer_percent`` 0 so
+that ``poll`` wakes the reader at the first record. An exporter that finds it enabled writes
+its prefix there and waits until its tracepoints are listened to (``_export/announce.py``,
+docs/schema.md "Announcements"); the reader rescans at once.
+
+Any local process allowed to write user_events can write here too, with any text: a record
+counts only if it decodes by the tracepoint's format, its prefix is one our names can have
+and its event is known; at most :data:`MAX_PREFIXES` prefixes are remembered (the rest are
+counted), and an announcement costs the reader at most one rescan per read.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import time
+from dataclasses import dataclass, field
+
+from opentelemetry_exporter_userevents.abi.format import parse_format
+from opentelemetry_exporter_userevents.abi.ring_buffer import PageError, PageLayout, parse_page
+from opentelemetry_exporter_userevents.abi.tracefs import Tracefs
+from opentelemetry_exporter_userevents.abi.uapi import USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM
+from opentelemetry_exporter_userevents.reader.tracefs_instance import TracefsInstance
+from opentelemetry_exporter_userevents.record.schema import (
+    ANNOUNCE,
+    ANNOUNCE_GAVE_UP,
+    ANNOUNCE_REGISTERED,
+)
+from opentelemetry_exporter_userevents.record.tracepoints import is_announce, is_prefix
+from opentelemetry_exporter_userevents.record.unpack import RecordUnpacker
+
+ANNOUNCE_INSTANCE_PREFIX = "otel-userevents-announce."
+MAX_PREFIXES = 1024
+"""Prefixes remembered; announcements of more are counted in ``not_remembered``."""
+_BUFFER_KB = 64
+_PAGES_PER_READ = 64
+
+
+@dataclass
+class Announced:
+    """What the announcements of one prefix said, and when the reader heard them."""
+
+    prefix: str
+    pid: int
+    """The writer of the first announcement (``common_pid``)."""
+    heard: float
+    """``time.monotonic()`` when the reader read the first one."""
+    wait_ms: int
+    gave_up: float | None = None
+    """When the reader read that a writer stopped waiting (ANNOUNCE_GAVE_UP), if one did."""
+    count: int = 1
+
+
+@dataclass
+class AnnouncementStats:
+    records: int = 0
+    """Announcements that decoded and made sense."""
+    invalid: int = 0
+    """Records that did not decode, or whose prefix or event made no sense."""
+    not_remembered: int = 0
+    """Announcements of prefixes past :data:`MAX_PREFIXES`."""
+    lost: int = 0
+    """Announcements the kernel lost (the instance's buffer overflowed)."""
+    corrupt_pages: int = 0
+
+
+@dataclass
+class _Cpu:
+    number: int
+    fd: int
+    lost_seen: int = 0
+
+
+@dataclass
+class AnnouncementListener:
+    """Enables the announcement tracepoints in an instance of its own and reads them."""
+
+    tracefs: Tracefs
+    layout: PageLayout
+    stats: AnnouncementStats = field(default_factory=AnnouncementStats)
+    announced: dict[str, Announced] = field(default_factory=dict)
+    listening: list[str] = field(default_factory=list)
+    """``system/name`` of the announcement tracepoints enabled."""
+    problems: dict[str, str] = field(default_factory=dict)
+    """Announcement tracepoints not enabled (another program's format), and why."""
+
+    def __post_init__(self) -> None:
+        self.tracefs_instance = TracefsInstance(self.tracefs, ANNOUNCE_INSTANCE_PREFIX)
+        self._unpackers: dict[int, RecordUnpacker] = {}
+        self._cpus: list[_Cpu] = []
+        self._poll = select.poll()
+
+    def start(self) -> None:
+        """Create the instance and enable every announcement tracepoint of our format (the
+        caller registered them first, so they exist)."""
+        instance = self.tracefs_instance
+        instance.create()
+        self.tracefs.set_buffer_size_kb(instance.name, _BUFFER_KB)
+        self.tracefs.set_buffer_percent(instance.name, 0)  # poll wakes at the first record
+        for system in (USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM):
+            for name in self.tracefs.events(system):
+                if is_announce(name):
+                    self._enable(system, name)
+        for cpu in self.tracefs.cpus(instance.name):
+            path = self.tracefs.trace_pipe_raw(instance.name, cpu)
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            self._cpus.append(_Cpu(cpu, fd))
+            self._poll.register(fd, select.POLLIN)
+
+    def _enable(self, system: str, name: str) -> None:
+        where = f"{system}/{name}"
+        try:
+            fmt = parse_format(self.tracefs.format_text(system, name))
+            unpacker = ANNOUNCE.unpacker(fmt)
+            self.tracefs_instance.enable(system, name)
+        except ValueError as error:
+            self.problems[where] = str(error)
+            return
+        except OSError:
+            return  # deleted meanwhile
+        self._unpackers[fmt.id] = unpacker
+        self.listening.append(where)
+
+    def wait(self, timeout: float) -> None:
+        """Sleep up to ``timeout`` seconds, less if an announcement arrives."""
+        if not self._cpus:
+            time.sleep(timeout)
+            return
+        try:
+            self._poll.poll(timeout * 1000)
+        except InterruptedError:
+            pass
+
+    def read(self) -> int:
+        """Read the announcements written since the last read (remembered in
+        :attr:`announced`); return how many made sense (then the caller rescans)."""
+        before = self.stats.records
+        for cpu in self._cpus:
+            pages = 0
+            for _ in range(_PAGES_PER_READ):
+                try:
+                    page = os.read(cpu.fd, self.layout.page_size)
+                except BlockingIOError:
+                    break
+                except InterruptedError:
+                    continue
+                if not page:
+                    break
+                pages += 1
+                self._page(page)
+            if pages:
+                self._count_lost(cpu)
+        return self.stats.records - before
+
+    def _page(self, raw: bytes) -> None:
+        try:
+            page = parse_page(raw, self.layout)
+        except PageError:
+            self.stats.corrupt_pages += 1
+            return
+        for _, record in page.events:
+            unpacker = (
+                self._unpackers.get(record[0] | (record[1] << 8)) if len(record) > 8 else None
+            )
+            try:
+                if unpacker is None:
+                    raise ValueError("not an announcement")
+                values = unpacker.unpack(record)
+            except ValueError:
+                self.stats.invalid += 1
+                continue
+            prefix, event = values["prefix"], values["event"]
+            if not is_prefix(prefix) or event not in (ANNOUNCE_REGISTERED, ANNOUNCE_GAVE_UP):
+                self.stats.invalid += 1
+                continue
+            self.stats.records += 1
+            pid = int.from_bytes(record[4:8], "little", signed=True)  # common_pid
+            self._note(prefix, event, values["wait_ms"], pid)
+
+    def _note(self, prefix: str, event: int, wait_ms: int, pid: int) -> None:
+        known = self.announced.get(prefix)
+        now = time.monotonic()
+        if known is None:
+            if len(self.announced) >= MAX_PREFIXES:
+                self.stats.not_remembered += 1
+                return
+            known = self.announced[prefix] = Announced(prefix, pid, now, wait_ms, count=0)
+        known.count += 1
+        if event == ANNOUNCE_GAVE_UP and known.gave_up is None:
+            known.gave_up = now
+
+    def _count_lost(self, cpu: _Cpu) -> None:
+        try:
+            stats = self.tracefs.cpu_stats(self.tracefs_instance.name, cpu.number)
+        except OSError:
+            return
+        lost = stats.get("overrun", 0) + stats.get("dropped events", 0)
+        if lost > cpu.lost_seen:
+            self.stats.lost += lost - cpu.lost_seen
+            cpu.lost_seen = lost
+
+    def close(self) -> None:
+        """Disable, remove the instance (idempotent)."""
+        for cpu in self._cpus:
+            self._poll.unregister(cpu.fd)
+            os.close(cpu.fd)
+        self._cpus = []
+        self.tracefs_instance.close()
