@@ -9,18 +9,28 @@ trace id, runs the sampler, builds a context and a ``NonRecordingSpan`` for ever
 tracepoint's enable word first, and while it is 0 they generate nothing:
 
 - ``start_span`` returns the parent span's context (as a ``NonRecordingSpan``) if the
-  context holds a valid one, else ``INVALID_SPAN``;
-- ``start_as_current_span`` yields that span without attaching a new context.
+  context (``context=``, else the current one) holds a valid one, else ``INVALID_SPAN``;
+- ``start_as_current_span`` makes that span current for the block, as the SDK does (the
+  current context with that span set: its baggage stays what the SDK would show), and
+  restores the context as it found it on exit.
 
-From the first span started after a listener attaches, they delegate to the SDK tracer,
-so spans are recorded in full. What differs from ALWAYS_OFF while detached:
+So a caller's trace goes through a detached service: ``inject`` inside the block, in a
+nested child, in ``use_span`` of a started span, in asyncio tasks and threads that copy
+the context, sends the caller's trace id, trace flags and trace state, as ALWAYS_OFF does.
+From the first span started after a listener attaches, the tracers delegate to the SDK
+tracer, so spans are recorded in full. What differs from ALWAYS_OFF while detached:
 
-- no new span ids: a remote parent's context reaches children and outgoing
-  ``traceparent`` headers unchanged, so downstream services see the *caller's* span id
-  as their parent (ALWAYS_OFF would send a fresh, unsampled span id);
-- the trace flags and trace state are the parent's, unchanged (ALWAYS_OFF clears the
-  sampled flag); with no parent there is no trace at all (all-zero ids, nothing injected);
+- no new span ids: downstream services see the *caller's* span id as their parent
+  (ALWAYS_OFF sends a fresh, unrecorded span id, so a listened neighbour's span would
+  point to a span that no one recorded);
+- the trace flags are the caller's, unchanged (ALWAYS_OFF clears the sampled flag, so a
+  downstream ``ParentBased`` sampler would drop the rest of a sampled trace);
+- with no valid parent there is no trace at all: all-zero ids, nothing injected
+  (ALWAYS_OFF starts a new unsampled trace and injects it with flags 00);
 - the sampler is not called and span processors' ``on_start``/``on_end`` are not called.
+
+Never raises while detached, whatever it is given: a ``context`` that is not one counts
+as no parent.
 """
 
 from __future__ import annotations
@@ -30,7 +40,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.context import Context
+from opentelemetry.context import Context, attach, detach
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import (
     INVALID_SPAN,
@@ -39,6 +49,7 @@ from opentelemetry.trace import (
     Span,
     SpanKind,
     get_current_span,
+    set_span_in_context,
 )
 from opentelemetry.util.types import Attributes
 
@@ -48,14 +59,17 @@ __all__ = ["UserEventsTracer", "UserEventsTracerProvider"]
 
 
 def _detached_span(context: Context | None) -> Span:
-    parent = get_current_span(context)
-    if parent is INVALID_SPAN:
-        return parent
-    span_context = parent.get_span_context()
-    if not span_context.is_valid:
+    try:
+        parent = get_current_span(context)
+        if parent is INVALID_SPAN:
+            return parent
+        span_context = parent.get_span_context()
+        if not span_context.is_valid:
+            return INVALID_SPAN
+        # A recording parent must not be ended by our caller's ``end()``: wrap its context.
+        return NonRecordingSpan(span_context) if parent.is_recording() else parent
+    except Exception:  # noqa: BLE001 - not a Context, or not a Span in it: no parent
         return INVALID_SPAN
-    # A recording parent must not be ended by our caller's ``end()``: wrap its context.
-    return NonRecordingSpan(span_context) if parent.is_recording() else parent
 
 
 class UserEventsTracer(trace.Tracer):
@@ -103,8 +117,14 @@ class UserEventsTracer(trace.Tracer):
         end_on_exit: bool = True,
     ) -> Iterator[Span]:
         if not self._sampler._word[0]:
-            # The current context already holds the parent; nothing new to attach.
-            yield _detached_span(context)
+            # As the SDK's use_span: the span is set in the *current* context (so baggage is
+            # what the SDK would show), attached for the block and detached after it.
+            span = _detached_span(context)
+            token = attach(set_span_in_context(span))
+            try:
+                yield span
+            finally:
+                detach(token)
             return
         with self._tracer.start_as_current_span(
             name,
