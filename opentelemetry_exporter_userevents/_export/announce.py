@@ -9,7 +9,8 @@ enables one tracepoint for every prefix, ``otel_userevents_announce`` (docs/sche
 writer that finds that tracepoint listened to, after registering its own, writes its prefix
 there and waits, up to ``OTEL_EXPORTER_USER_EVENTS_ANNOUNCE_TIMEOUT`` milliseconds, until
 every one of its tracepoints is listened to: the reader enables them as soon as it reads
-the announcement, so a job that writes at once and exits is recorded whole. If the time
+the announcement, so a job that writes at once and exits is recorded whole. Then it waits
+as long again, for a second machine-wide reader that heard the same record. If the time
 passes first, the writer says so there (``ANNOUNCE_GAVE_UP``) and writes on. A writer that
 finds the tracepoint not listened to (no machine-wide reader) pays one registration more.
 """
@@ -117,6 +118,11 @@ def announce(
                 return Announcement(True, now - started, True)
             time.sleep(min(step, deadline - now))
             step = min(step * 2, _LAST_STEP)
+        # Another machine-wide reader heard the same record at the same moment; the enable
+        # bits cannot say whether it listens yet. Waiting as long again lets one up to twice
+        # as slow as the first catch up.
+        waited = time.monotonic() - started
+        time.sleep(max(0.0, min(waited, deadline - time.monotonic())))
         return Announcement(True, time.monotonic() - started)
     finally:
         try:

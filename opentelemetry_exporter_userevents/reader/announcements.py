@@ -12,8 +12,8 @@ docs/schema.md "Announcements"); the reader rescans at once.
 
 Any local process allowed to write user_events can write here too, with any text: a record
 counts only if it decodes by the tracepoint's format, its prefix is one our names can have
-and its event is known; at most :data:`MAX_PREFIXES` prefixes are remembered (the rest are
-counted), and an announcement costs the reader at most one rescan per read.
+and its event is known; at most :data:`MAX_PREFIXES` prefixes are remembered (the oldest
+are forgotten first, and counted), and an announcement costs the reader at most one rescan per read.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from opentelemetry_exporter_userevents.record.unpack import RecordUnpacker
 
 ANNOUNCE_INSTANCE_PREFIX = "otel-userevents-announce."
 MAX_PREFIXES = 1024
-"""Prefixes remembered; announcements of more are counted in ``not_remembered``."""
+"""Prefixes remembered; beyond, the oldest are forgotten and counted in ``forgotten``."""
 _BUFFER_KB = 64
 _PAGES_PER_READ = 64
 
@@ -64,8 +64,8 @@ class AnnouncementStats:
     """Announcements that decoded and made sense."""
     invalid: int = 0
     """Records that did not decode, or whose prefix or event made no sense."""
-    not_remembered: int = 0
-    """Announcements of prefixes past :data:`MAX_PREFIXES`."""
+    forgotten: int = 0
+    """Prefixes forgotten, the oldest first, to keep at most :data:`MAX_PREFIXES`."""
     lost: int = 0
     """Announcements the kernel lost (the instance's buffer overflowed)."""
     corrupt_pages: int = 0
@@ -188,9 +188,9 @@ class AnnouncementListener:
         known = self.announced.get(prefix)
         now = time.monotonic()
         if known is None:
-            if len(self.announced) >= MAX_PREFIXES:
-                self.stats.not_remembered += 1
-                return
+            if len(self.announced) >= MAX_PREFIXES:  # forget the oldest: a flood cannot
+                del self.announced[next(iter(self.announced))]  # hide a newer service
+                self.stats.forgotten += 1
             known = self.announced[prefix] = Announced(prefix, pid, now, wait_ms, count=0)
         known.count += 1
         if event == ANNOUNCE_GAVE_UP and known.gave_up is None:

@@ -19,8 +19,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs
 from opentelemetry_exporter_userevents.abi.uapi import USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM
+from opentelemetry_exporter_userevents.reader.announcements import AnnouncementListener
 from opentelemetry_exporter_userevents.reader.decoder import RecordDecoder
 from opentelemetry_exporter_userevents.reader.hist import MergedHistogram, parse_hist
 from opentelemetry_exporter_userevents.reader.trace_reader import our_tracepoints
@@ -63,6 +65,11 @@ TRIGGERS = {
 """Spans: count and total duration per name and status. Logs: count per instrumentation
 scope and severity number (the severity classes are separate tracepoints already)."""
 
+LISTEN_ONLY = "hist:keys=common_pid"
+"""Under ``*``, on a prefix's other tracepoints (resource, metrics): a writer that announced
+itself waits until every one of its tracepoints is listened to (:mod:`.announcements`).
+Never read."""
+
 
 @dataclass(frozen=True)
 class _Triggered:
@@ -104,7 +111,10 @@ class HistCollector(InstanceOwner):
         self.holder: TracepointHolder | None = None
         self.problems: dict[str, str] = {}
         self._triggered: dict[tuple[str, str], _Triggered] = {}
+        self._listened_only: dict[tuple[str, str], int] = {}
         self._next_scan = 0.0
+        self.announcements: AnnouncementListener | None = None
+        """Under ``*``: announcements of new services; each read that finds one rescans."""
 
     def start(self) -> HistCollector:
         """Check rights, remove stale instances, make ours, set the triggers."""
@@ -113,6 +123,15 @@ class HistCollector(InstanceOwner):
             if self.hold:
                 self.holder = TracepointHolder(self.tracefs)
                 self.holder.hold(p for p in self.prefixes if p != ANY_PREFIX)
+                if ANY_PREFIX in self.prefixes:
+                    self.holder.hold_announcements()
+                    self.announcements = AnnouncementListener(
+                        self.tracefs,
+                        PageLayout.from_header_page(
+                            self.tracefs.header_page(), self.tracefs.sub_buffer_size(self.instance)
+                        ),
+                    )
+                    self.announcements.start()
             self.scan()
         except BaseException:
             self.close()
@@ -126,6 +145,8 @@ class HistCollector(InstanceOwner):
             trigger = TRIGGERS.get(kind)
             parsed = parse_tracepoint(name)
             where = f"{system}/{name}"
+            if trigger is None and self.announcements is not None:
+                self._listen_only(system, name)
             if trigger is None or parsed is None or where in self.problems:
                 continue
             try:
@@ -146,10 +167,29 @@ class HistCollector(InstanceOwner):
         self._next_scan = time.monotonic() + self.rescan_interval
         return added
 
+    def _listen_only(self, system: str, name: str) -> None:
+        try:
+            event_id = self.tracefs.event_id(system, name)
+            if self._listened_only.get((system, name)) == event_id:
+                return
+            self.tracefs_instance.set_trigger(system, name, LISTEN_ONLY)
+        except (OSError, ValueError):
+            return  # deleted meanwhile, or refused: the writer waits its timeout
+        self._listened_only[(system, name)] = event_id
+
     def poll(self) -> None:
-        """Rescan when it is time (call it while waiting)."""
-        if time.monotonic() >= self._next_scan:
+        """Rescan when a service announced itself, or when it is time (call it while
+        waiting)."""
+        heard = self.announcements is not None and self.announcements.read() > 0
+        if heard or time.monotonic() >= self._next_scan:
             self.scan()
+
+    def wait(self, timeout: float) -> None:
+        """Sleep up to ``timeout`` seconds; less when a service announces itself."""
+        if self.announcements is not None:
+            self.announcements.wait(timeout)
+        else:
+            time.sleep(timeout)
 
     @property
     def tracepoints(self) -> dict[str, str]:
@@ -176,6 +216,8 @@ class HistCollector(InstanceOwner):
         """Remove the triggers and the instance; let go of the held tracepoints.
         Idempotent."""
         self.tracefs_instance.close()
+        if self.announcements is not None:
+            self.announcements.close()
         if self.holder is not None:
             self.holder.close()
 

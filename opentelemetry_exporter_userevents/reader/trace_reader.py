@@ -25,7 +25,7 @@ from opentelemetry_exporter_userevents.abi.format import parse_format
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs, TracefsError, find_tracefs
 from opentelemetry_exporter_userevents.abi.uapi import USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM
-from opentelemetry_exporter_userevents.reader.announcements import AnnouncementListener
+from opentelemetry_exporter_userevents.reader.announcements import Announced, AnnouncementListener
 from opentelemetry_exporter_userevents.reader.decoder import RecordDecoder, TraceRecord
 from opentelemetry_exporter_userevents.reader.tracefs_instance import InstanceOwner, TracefsInstance
 from opentelemetry_exporter_userevents.reader.tracepoint_holder import TracepointHolder
@@ -138,7 +138,8 @@ class TraceReader(InstanceOwner):
         """Why announcements cannot be heard here, if they cannot."""
         self._started = 0.0
         self._prefixes_at_start: set[str] | None = None
-        self._found_later: dict[str, float] = {}
+        self._found_later: dict[str, tuple[float, Announced | None]] = {}
+        """Prefix -> (seconds after the start, its announcement as known then)."""
         self.found_later_not_remembered = 0
 
     # --- lifetime -------------------------------------------------------------------
@@ -233,13 +234,14 @@ class TraceReader(InstanceOwner):
             self._prefixes_at_start = prefixes
             return
         now = time.monotonic() - self._started
+        announced = self.announcements.announced if self.announcements is not None else {}
         for prefix in prefixes - self._prefixes_at_start:
             if prefix in self._found_later:
                 continue
             if len(self._found_later) >= MAX_FOUND_LATER:
                 self.found_later_not_remembered += 1
                 continue
-            self._found_later[prefix] = now
+            self._found_later[prefix] = (now, announced.get(prefix))
 
     def late_services(self) -> list[LateService]:
         """Prefixes that appeared after the start and whose first records may not have been
@@ -249,8 +251,8 @@ class TraceReader(InstanceOwner):
             return []
         announced = self.announcements.announced if self.announcements is not None else {}
         late = []
-        for prefix, found in self._found_later.items():
-            heard = announced.get(prefix)
+        for prefix, (found, heard_then) in self._found_later.items():
+            heard = announced.get(prefix) or heard_then  # heard after, or forgotten since
             if heard is None:
                 late.append(LateService(prefix, found, "not announced"))
             elif heard.gave_up is not None:

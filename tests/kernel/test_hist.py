@@ -166,6 +166,26 @@ def test_the_hist_command_prints_what_the_kernel_counted(
     assert instance not in tracefs.instances()
 
 
+def test_hist_of_every_prefix_counts_a_job_that_writes_at_once_and_exits(tracefs, prefix, tmp_path):
+    """``hist --prefix '*'`` cannot hold a prefix it does not know: the job announces itself,
+    the collector sets its triggers (and listens to its other tracepoints) at once, and the
+    kernel counts every span and log from the first."""
+    process, _ = _hist_command(tmp_path, "--prefix", "*")
+    job = f"{prefix}job"
+    app = subprocess.run(
+        [sys.executable, "-m", "tests.support.short_app", job, f"{prefix}-job"],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    assert app.returncode == 0, app.stderr
+    assert "did not listen" not in app.stderr
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    section = out.split(f"prefix {job}\n", 1)[1]
+    assert section.startswith("  spans: 6 counted in "), out
+    assert "  logs: 7 counted in " in section.split("\nprefix ", 1)[0], out
+
+
 def test_ctrl_c_prints_and_cleans_up_and_a_killed_ones_instance_goes_at_the_next_start(
     tracefs, prefix, tmp_path
 ):

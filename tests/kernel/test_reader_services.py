@@ -8,6 +8,8 @@ reader do, as in production."""
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 
 from opentelemetry_exporter_userevents.abi import USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM
@@ -71,26 +73,101 @@ def test_one_reader_records_several_services_and_says_which_each_came_from(
     assert sorted(line.split()[-1] for line in trace_lines) == ["billing", "checkout"]
 
 
-def test_every_prefix_whose_tracepoints_match_our_schemas(tracefs, prefix, tmp_path, data):
-    """``--prefix '*'``: services that appear while it runs are recorded from its next
-    rescan (a service waits until it is listened to, as a long-running one would be), and a
-    tracepoint with one of our names but another format is left alone."""
+def _mine(requests: list[dict], kind: str, services: list[str]) -> dict[str, str]:
+    """The spans or logs of ``services`` only (a reader of every prefix records others)."""
+    return {
+        key: text
+        for key, text in flatten(requests, kind).items()
+        if any(f'"{service}"' in text for service in services)
+    }
+
+
+def test_every_prefix_is_recorded_from_its_first_record(tracefs, prefix, tmp_path, data):
+    """``--prefix '*'`` started first; then short jobs of prefixes it cannot know, one in
+    each layout (single-format on every kernel, multi-format where the kernel has it), that
+    register, write at once and exit: each is recorded whole, resource included, because it
+    announced itself and waited until the reader listened. A tracepoint with one of our
+    names but another format is left alone."""
     data.register(f"{prefix}x_span u32 not_ours", 0)  # our name shape, a foreign format
-    reader, output = proc.reader(tmp_path, "--prefix", "*", "--rescan-interval", "0.2")
-    apps = [proc.app(f"{prefix}{n}", f"service-{n}", "--wait-listened") for n in range(2)]
-    results = [proc.finished(app) for app in apps]
-    mine = [f"{prefix}{n}" for n in range(2)]
-    assert wait_until(
-        lambda: sum(f'"service-{n}"' in output.read_text() for n in range(2)) == 2, 30
-    ), (mine, output.read_text()[-2000:])
-    assert wait_until(lambda: proc.items(output) >= 26, 30), output.read_text()[-3000:]
+    reader, output = proc.reader(tmp_path, "--prefix", "*")
+    services = [f"{prefix}-job-{n}" for n in range(2)]
+    single = {"OTEL_EXPORTER_USER_EVENTS_MULTI_FORMAT": "false"}
+    apps = [proc.app(f"{prefix}{n}", services[n], env=single if n else None) for n in range(2)]
+    results = [proc.finished(app) for app in apps]  # nothing waits for the reader here
+    assert wait_until(lambda: len(_mine(proc.requests(output)[0], "spans", services)) == 12, 30), (
+        output.read_text()[-3000:]
+    )
+    assert wait_until(lambda: len(_mine(proc.requests(output)[1], "logs", services)) == 14, 30)
     err = proc.stop(reader)
 
-    got_spans, _ = proc.requests(output)
-    mine = {k: v for k, v in flatten(got_spans, "spans").items() if "service-" in v}
-    assert mine == flatten([r["spans"] for r in results], "spans")
+    got_spans, got_logs = proc.requests(output)
+    assert _mine(got_spans, "spans", services) == flatten([r["spans"] for r in results], "spans")
+    assert _mine(got_logs, "logs", services) == flatten([r["logs"] for r in results], "logs")
     assert f"not recording {prefix}x_span" in err
-    assert "service-0 (13)" in err and "service-1 (13)" in err
+    assert f"{services[0]} (13)" in err and f"{services[1]} (13)" in err
+    assert "may have lost their first records" not in err, err
+
+
+def test_a_reader_of_every_prefix_names_services_whose_first_records_it_missed(
+    tracefs, prefix, tmp_path
+):
+    """What ``*`` cannot record is said: a writer that gave up waiting while the reader was
+    stalled (SIGSTOP), and an app that does not announce itself (as releases before
+    announcements, here with announcements turned off), found by a rescan."""
+    reader, output = proc.reader(tmp_path, "--prefix", "*", "--rescan-interval", "0.2")
+    stalled, old = f"{prefix}stalled", f"{prefix}old"
+    reader.send_signal(signal.SIGSTOP)
+    try:
+        env = {"OTEL_EXPORTER_USER_EVENTS_ANNOUNCE_TIMEOUT": "300"}
+        late = proc.app(stalled, f"{prefix}-stalled", env=env)
+        _, late_err = late.communicate(timeout=120)
+        assert late.returncode == 0, late_err
+    finally:
+        reader.send_signal(signal.SIGCONT)
+    assert f"did not listen to prefix '{stalled}' within 300 ms" in late_err
+    env = {"OTEL_EXPORTER_USER_EVENTS_ANNOUNCE_TIMEOUT": "0"}
+    result = proc.finished(proc.app(old, f"{prefix}-old", "--wait-listened", env=env))
+    assert wait_until(lambda: proc.items(output) >= 13, 30), output.read_text()[-3000:]
+    err = proc.stop(reader)
+
+    assert f"{stalled} (gave up waiting after 300 ms;" in err, err
+    assert f"{old} (not announced; listened " in err, err
+    got_spans, _ = proc.requests(output)
+    want = flatten([result["spans"]], "spans")
+    assert _mine(got_spans, "spans", [f"{prefix}-old"]) == want  # it waited to be found
+
+
+def test_two_readers_of_every_prefix_each_record_a_job_whole(tracefs, prefix, tmp_path):
+    first, first_output = proc.reader(tmp_path, "--prefix", "*")
+    second, second_output = proc.reader(tmp_path, "--prefix", "*")
+    service = f"{prefix}-twice"
+    result = proc.finished(proc.app(prefix, service))
+    want = flatten([result["spans"]], "spans")
+    for output in (first_output, second_output):
+        spans = lambda output=output: _mine(proc.requests(output)[0], "spans", [service])  # noqa: E731
+        assert wait_until(lambda spans=spans: len(spans()) == 6, 30), output.read_text()[-2000:]
+        assert spans() == want
+    for reader in (first, second):
+        assert "may have lost their first records" not in proc.stop(reader)
+
+
+def test_a_killed_reader_of_every_prefix_costs_an_app_its_timeout_once(tracefs, prefix, tmp_path):
+    """SIGKILL leaves the reader's instances, the announcement one still listening: an app
+    then waits its timeout for nobody, says so, and goes on. The next reader removes them."""
+    reader, _ = proc.reader(tmp_path, "--prefix", "*")
+    reader.kill()
+    reader.communicate(timeout=60)
+    env = {"OTEL_EXPORTER_USER_EVENTS_ANNOUNCE_TIMEOUT": "500"}
+    app = proc.app(prefix, f"{prefix}-after-kill", env=env)
+    _, app_err = app.communicate(timeout=120)
+    assert app.returncode == 0, app_err
+    assert f"did not listen to prefix '{prefix}' within 500 ms" in app_err
+    stale = [
+        i for i in tracefs.instances() if i.startswith(f"otel-userevents-announce.{reader.pid}.")
+    ]
+    assert stale, tracefs.instances()
+    proc.stop(proc.reader(tmp_path, "--prefix", "*")[0])
+    assert not [i for i in tracefs.instances() if i in stale]
 
 
 @pytest.mark.parametrize("how", ["SIGINT", "SIGKILL"])

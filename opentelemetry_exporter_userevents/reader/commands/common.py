@@ -187,7 +187,7 @@ def discovery_parts(reader: TraceReader) -> list[str]:
         for label, count in (
             ("announcements that made no sense", heard.stats.invalid),
             ("announcements lost", heard.stats.lost),
-            ("announced prefixes not remembered", heard.stats.not_remembered),
+            ("announced prefixes forgotten (the oldest, over 1024)", heard.stats.forgotten),
         ):
             if count:
                 parts.append(f"{count} {label}")

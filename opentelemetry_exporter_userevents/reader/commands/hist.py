@@ -40,7 +40,7 @@ def hist(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 return False  # the kernel counts; nothing to read until the end
 
             deadline = started + args.duration if args.duration else None
-            stop_reason = run_until_stopped(poll, deadline, stop)
+            stop_reason = run_until_stopped(poll, deadline, stop, collector.wait)
             result = collector.read()
     finally:
         collector.close()

@@ -1,0 +1,145 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""What announcements cost an app at start: with no reader, with a reader of its prefix,
+and with a machine-wide reader (``record --prefix '*'``), side by side in one run.
+
+One command, on the host:
+
+    USER_EVENTS_KERNEL=../shared/kernel/bzImage .venv/bin/python benchmarks/start_cost.py
+
+It boots the test bed and, there, times what an app does at start: construct a span and
+a log exporter (registration of every tracepoint, the announcement, and the wait until a
+machine-wide reader listens), each time with a new prefix, as a new service would be. The
+guest is emulated (TCG): only the ratios carry over to a real machine, and the wait is
+mostly the reader's own work (a rescan of tracefs), emulated too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from opentelemetry_exporter_userevents import (  # noqa: E402
+    UserEventsLogExporter,
+    UserEventsSpanExporter,
+)
+from testbed import guest  # noqa: E402
+
+CASES = {
+    "no reader": None,
+    "a reader of its prefix (--prefix P)": "named",
+    "a machine-wide reader (--prefix '*')": "*",
+}
+
+
+def start_app(prefix: str) -> tuple[float, bool]:
+    """Seconds to construct a span and a log exporter, and whether a reader was waited for."""
+    started = time.perf_counter()
+    spans, logs = UserEventsSpanExporter(prefix=prefix), UserEventsLogExporter(prefix=prefix)
+    took = time.perf_counter() - started
+    waited = spans._writer.announcement.listened or logs._writer.announcement.listened
+    listened = spans.enabled
+    spans.shutdown()
+    logs.shutdown()
+    return took, waited and listened
+
+
+def _reader(prefixes: list[str], scratch: Path) -> subprocess.Popen[bytes]:
+    ready = scratch / "ready"
+    ready.unlink(missing_ok=True)
+    args = [a for p in prefixes for a in ("--prefix", p)]
+    reader = subprocess.Popen(
+        [sys.executable, "-m", "opentelemetry_exporter_userevents.reader.cli", "record",
+         "--ready-file", str(ready), "-o", str(scratch / "out.jsonl"), *args],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not (ready.exists() and ready.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return reader
+
+
+def in_guest(rounds: int) -> dict[str, dict[str, float]]:
+    results = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        for number, (case, how) in enumerate(CASES.items()):
+            prefixes = [f"start{number}_{n}" for n in range(rounds)]
+            reader = None
+            if how is not None:
+                reader = _reader(prefixes if how == "named" else ["*"], Path(scratch))
+            try:
+                start_app(f"warm{number}")
+                timings = [start_app(prefix) for prefix in prefixes]
+            finally:
+                if reader is not None:
+                    reader.terminate()
+                    reader.wait(60)
+            seconds = sorted(t for t, _ in timings)
+            results[case] = {
+                "median_ms": statistics.median(seconds) * 1000,
+                "p90_ms": seconds[int(len(seconds) * 0.9) - 1] * 1000,
+                "listened": sum(listened for _, listened in timings),
+                "rounds": rounds,
+            }
+    return results
+
+
+def report(results: dict[str, dict[str, float]], machine: str) -> str:
+    base = results["no reader"]["median_ms"]
+    lines = [f"start-up cost of a span and a log exporter ({machine})", ""]
+    lines.append(f"{'':40} {'median':>10} {'p90':>10} {'ratio':>7}  listened from the start")
+    for case, r in results.items():
+        lines.append(
+            f"{case:40} {r['median_ms']:8.1f} ms {r['p90_ms']:7.1f} ms "
+            f"{r['median_ms'] / base:6.1f}x  {int(r['listened'])}/{int(r['rounds'])}"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--in-guest", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.in_guest:
+        result = in_guest(args.rounds)
+        Path(os.environ["TESTBED_SHARE"], "start_cost.json").write_text(json.dumps(result))
+        return 0
+    kernel = os.environ.get(guest.KERNEL_ENV)
+    reason = guest.unavailable_reason(kernel)
+    if reason is not None or kernel is None:
+        print(f"start_cost: {reason}", file=sys.stderr)
+        return 2
+    kept: dict[str, dict[str, dict[str, float]]] = {}
+
+    def keep(share: Path) -> None:
+        path = share / "start_cost.json"
+        if path.exists():
+            kept["result"] = json.loads(path.read_text())
+
+    run = guest.run(
+        kernel,
+        [sys.executable, "benchmarks/start_cost.py", "--in-guest", "--rounds", str(args.rounds)],
+        cwd=ROOT,
+        keep=keep,
+    )
+    if "result" not in kept:
+        print(run.output, file=sys.stderr)
+        return 1
+    print(report(kept["result"], f"qemu TCG guest, {Path(kernel).name}"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,190 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""Announcements on the host: what a reader takes from ``otel_userevents_announce`` records
+(any local writer may write there), and how long a writer waits. The kernel tests
+(tests/kernel/test_reader_services.py) prove the whole path."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from opentelemetry_exporter_userevents._export import announce as writer_side
+from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
+from opentelemetry_exporter_userevents.reader.announcements import (
+    MAX_PREFIXES,
+    AnnouncementListener,
+)
+from opentelemetry_exporter_userevents.record.schema import (
+    ANNOUNCE,
+    ANNOUNCE_GAVE_UP,
+    ANNOUNCE_REGISTERED,
+)
+from opentelemetry_exporter_userevents.record.tracepoints import is_announce
+from tests.support.pages import data_event, page, record
+from tests.support.records import format_of
+
+EVENT_ID = 41
+LAYOUT = PageLayout()
+
+
+def listener() -> AnnouncementListener:
+    heard = AnnouncementListener(None, LAYOUT)  # type: ignore[arg-type]
+    heard._unpackers[EVENT_ID] = ANNOUNCE.unpacker(
+        format_of(ANNOUNCE, "otel_userevents_announce.1", EVENT_ID)
+    )
+    return heard
+
+
+def announcement(prefix: bytes, event: int = ANNOUNCE_REGISTERED, pid: int = 7) -> bytes:
+    payload = ANNOUNCE.pack((2000, event), (prefix,))
+    return data_event(1, record(EVENT_ID, payload, pid))
+
+
+def test_a_prefix_is_remembered_with_its_writer_and_whether_it_gave_up():
+    heard = listener()
+    heard._page(page(1, [announcement(b"checkout", pid=42), announcement(b"billing")]))
+    heard._page(page(2, [announcement(b"billing", ANNOUNCE_GAVE_UP)]))
+
+    assert heard.stats.records == 3 and heard.stats.invalid == 0
+    assert heard.announced["checkout"].pid == 42
+    assert heard.announced["checkout"].gave_up is None
+    assert heard.announced["billing"].gave_up is not None
+    assert heard.announced["billing"].count == 2
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        announcement(b"\x1b]0;owned\x07"),  # a terminal escape as a prefix
+        announcement(b"a b"),
+        announcement(b"9lives"),
+        announcement(b"x" * 300),
+        announcement(b""),
+        announcement(b"ok", event=7),  # an event nobody defined
+        announcement(b"\xff\xfe"),  # not UTF-8
+        data_event(1, record(EVENT_ID, b"\x01\x02")),  # too short for the format
+        data_event(1, record(EVENT_ID + 1, ANNOUNCE.pack((1, 0), (b"ok",)))),  # another event
+    ],
+)
+def test_records_that_make_no_sense_are_counted_and_forgotten(bad):
+    heard = listener()
+    heard._page(page(1, [bad, announcement(b"after")]))
+
+    assert heard.stats.invalid == 1
+    assert list(heard.announced) == ["after"]
+
+
+def test_a_corrupt_page_is_counted():
+    heard = listener()
+    heard._page(b"\0" * 8)
+    assert heard.stats.corrupt_pages == 1 and heard.announced == {}
+
+
+def test_a_flood_of_prefixes_is_bounded_and_counted_and_cannot_hide_a_newer_one():
+    heard = listener()
+    for n in range(MAX_PREFIXES + 50):
+        heard._page(page(1, [announcement(f"p{n}".encode())]))
+    heard._page(page(1, [announcement(b"genuine")]))
+    assert len(heard.announced) == MAX_PREFIXES
+    assert heard.stats.forgotten == 51
+    assert "genuine" in heard.announced and "p0" not in heard.announced
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_any_payload_never_raises(payload):
+    heard = listener()
+    heard._page(page(1, [data_event(1, record(EVENT_ID, payload))]))
+    assert heard.stats.records + heard.stats.invalid == 1
+    for prefix in heard.announced:
+        assert prefix.isascii() and prefix.replace("_", "a").isalnum()
+
+
+def test_the_announcement_tracepoint_is_known_in_both_layouts_and_no_other():
+    assert is_announce("otel_userevents_announce.1f")
+    assert is_announce(f"otel_userevents_announce_{ANNOUNCE.version}")
+    assert not is_announce("otel_userevents_announced.1")
+    assert not is_announce("x_otel_userevents_announce.1")
+
+
+class FakeRegistration:
+    def __init__(self, enabled_after: float | None) -> None:
+        self.enabled_at = None if enabled_after is None else time.monotonic() + enabled_after
+
+    @property
+    def enabled(self) -> bool:
+        return self.enabled_at is not None and time.monotonic() >= self.enabled_at
+
+
+class FakeAnnounceRegistration:
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.written: list[dict] = []
+        self.unregistered = False
+
+    def write(self, payload: bytes) -> int:
+        self.written.append(ANNOUNCE.unpack(b"\0" * 8 + payload, format_of(ANNOUNCE, "a")))
+        return len(payload)
+
+    def unregister(self) -> None:
+        self.unregistered = True
+
+
+class FakeData:
+    available = True
+
+    def __init__(self, listened: bool) -> None:
+        self.announce = FakeAnnounceRegistration(listened)
+        self.commands: list[str] = []
+
+    def register(self, command: str, flags: int, single_format_command: str) -> object:
+        self.commands.append(command)
+        return self.announce
+
+
+def test_without_a_machine_wide_reader_nothing_is_written_or_waited_for(monkeypatch):
+    data = FakeData(listened=False)
+    result = writer_side.announce(data, "svc", [FakeRegistration(None)], True)  # type: ignore[arg-type]
+    assert not result.listened and result.waited == 0
+    assert data.announce.written == [] and data.announce.unregistered
+
+
+def test_a_writer_waits_until_it_is_listened_to_then_as_long_again(monkeypatch):
+    data = FakeData(listened=True)
+    result = writer_side.announce(data, "svc", [FakeRegistration(0.05), None], True)  # type: ignore[arg-type]
+    assert result.listened and not result.gave_up
+    assert 0.1 <= result.waited < 1.0  # 0.05 s for the bits, as long again for a second reader
+    assert [(w["event"], w["prefix"], w["wait_ms"]) for w in data.announce.written] == [
+        (ANNOUNCE_REGISTERED, "svc", writer_side.DEFAULT_TIMEOUT_MS)
+    ]
+
+
+def test_a_writer_gives_up_after_its_timeout_and_says_so(monkeypatch, caplog):
+    monkeypatch.setenv("OTEL_EXPORTER_USER_EVENTS_ANNOUNCE_TIMEOUT", "100")
+    data = FakeData(listened=True)
+    with caplog.at_level(logging.WARNING):
+        result = writer_side.announce(data, "svc", [FakeRegistration(None)], False)  # type: ignore[arg-type]
+    assert result.gave_up and result.waited >= 0.1
+    assert [w["event"] for w in data.announce.written] == [ANNOUNCE_REGISTERED, ANNOUNCE_GAVE_UP]
+    assert "did not listen to prefix 'svc' within 100 ms" in caplog.text
+    assert data.commands == [f"otel_userevents_announce_{ANNOUNCE.version} {ANNOUNCE.field_list}"]
+
+
+def test_a_timeout_of_zero_turns_announcements_off(monkeypatch):
+    monkeypatch.setenv("OTEL_EXPORTER_USER_EVENTS_ANNOUNCE_TIMEOUT", "0")
+    data = FakeData(listened=True)
+    result = writer_side.announce(data, "svc", [FakeRegistration(None)], True)  # type: ignore[arg-type]
+    assert result == writer_side.Announcement() and data.commands == []
+
+
+@pytest.mark.parametrize("value", ["soon", "-1", "600000"])
+def test_a_bad_timeout_is_warned_about_and_the_default_used(monkeypatch, caplog, value):
+    monkeypatch.setenv("OTEL_EXPORTER_USER_EVENTS_ANNOUNCE_TIMEOUT", value)
+    assert writer_side.timeout_ms() == writer_side.DEFAULT_TIMEOUT_MS
+    assert "OTEL_EXPORTER_USER_EVENTS_ANNOUNCE_TIMEOUT" in caplog.text
