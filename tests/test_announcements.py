@@ -156,6 +156,7 @@ def test_without_a_machine_wide_reader_nothing_is_written_or_waited_for(monkeypa
 
 
 def test_a_writer_waits_until_it_is_listened_to_then_as_long_again(monkeypatch):
+    monkeypatch.setattr(writer_side, "_gave_up_once", False)
     data = FakeData(listened=True)
     result = writer_side.announce(data, "svc", [FakeRegistration(0.05), None], True)  # type: ignore[arg-type]
     assert result.listened and not result.gave_up
@@ -165,8 +166,9 @@ def test_a_writer_waits_until_it_is_listened_to_then_as_long_again(monkeypatch):
     ]
 
 
-def test_a_writer_gives_up_after_its_timeout_and_says_so(monkeypatch, caplog):
+def test_a_writer_gives_up_after_its_timeout_and_says_so_once_per_process(monkeypatch, caplog):
     monkeypatch.setenv("OTEL_EXPORTER_USER_EVENTS_ANNOUNCE_TIMEOUT", "100")
+    monkeypatch.setattr(writer_side, "_gave_up_once", False)
     data = FakeData(listened=True)
     with caplog.at_level(logging.WARNING):
         result = writer_side.announce(data, "svc", [FakeRegistration(None)], False)  # type: ignore[arg-type]
@@ -174,6 +176,11 @@ def test_a_writer_gives_up_after_its_timeout_and_says_so(monkeypatch, caplog):
     assert [w["event"] for w in data.announce.written] == [ANNOUNCE_REGISTERED, ANNOUNCE_GAVE_UP]
     assert "did not listen to prefix 'svc' within 100 ms" in caplog.text
     assert data.commands == [f"otel_userevents_announce_{ANNOUNCE.version} {ANNOUNCE.field_list}"]
+
+    later = FakeData(listened=True)  # the process's next exporter: announced, not waited
+    result = writer_side.announce(later, "svc", [FakeRegistration(None)], False)  # type: ignore[arg-type]
+    assert result.gave_up and result.waited == 0
+    assert [w["event"] for w in later.announce.written] == [ANNOUNCE_REGISTERED]
 
 
 def test_a_timeout_of_zero_turns_announcements_off(monkeypatch):

@@ -11,7 +11,8 @@ there and waits, up to ``OTEL_EXPORTER_USER_EVENTS_ANNOUNCE_TIMEOUT`` millisecon
 every one of its tracepoints is listened to: the reader enables them as soon as it reads
 the announcement, so a job that writes at once and exits is recorded whole. Then it waits
 as long again, for a second machine-wide reader that heard the same record. If the time
-passes first, the writer says so there (``ANNOUNCE_GAVE_UP``) and writes on. A writer that
+passes first, the writer says so there (``ANNOUNCE_GAVE_UP``) and writes on, and the
+process's later exporters announce without waiting. A writer that
 finds the tracepoint not listened to (no machine-wide reader) pays one registration more.
 """
 
@@ -42,6 +43,10 @@ _logger = logging.getLogger(__name__)
 DEFAULT_TIMEOUT_MS = 2000
 """How long a writer waits for a machine-wide reader by default: a reader answers in
 milliseconds, unless it is stalled."""
+_gave_up_once = False
+"""Set when a wait in this process timed out (a stalled reader, or the instance of a killed
+one): later exporters of the process announce without waiting, so the process pays the
+timeout once, not once per exporter."""
 _FIRST_STEP = 0.0005
 _LAST_STEP = 0.01
 
@@ -84,6 +89,7 @@ def announce(
 ) -> Announcement:
     """Announce ``prefix`` if a machine-wide reader listens, and wait until all of
     ``registrations`` are listened to or the timeout passes. Never raises."""
+    global _gave_up_once
     wait_ms = timeout_ms()
     mine = [r for r in registrations if r is not None]
     if wait_ms == 0 or not mine or not data.available:
@@ -103,11 +109,14 @@ def announce(
             return Announcement()
         started = time.monotonic()
         _write(registration, ANNOUNCE_REGISTERED, wait_ms, prefix)
+        if _gave_up_once:  # that reader did not answer: a live one still rescans at once
+            return Announcement(True, 0.0, True)
         deadline = started + wait_ms / 1000
         step = _FIRST_STEP
         while not all(r.enabled for r in mine):
             now = time.monotonic()
             if now >= deadline:
+                _gave_up_once = True
                 _write(registration, ANNOUNCE_GAVE_UP, wait_ms, prefix)
                 _logger.warning(
                     "user_events: a machine-wide reader listens, but did not listen to "

@@ -8,12 +8,14 @@ reader do, as in production."""
 
 from __future__ import annotations
 
+import os
 import signal
 
 import pytest
 
 from opentelemetry_exporter_userevents.abi import USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM
-from opentelemetry_exporter_userevents.record.tracepoints import parse_tracepoint
+from opentelemetry_exporter_userevents.record.tracepoints import announce_commands, parse_tracepoint
+from tests.support import hostile_writer
 from tests.support import reader_process as proc
 from tests.support.kernel_support import wait_until
 from tests.support.otlp import flatten
@@ -153,7 +155,8 @@ def test_two_readers_of_every_prefix_each_record_a_job_whole(tracefs, prefix, tm
 
 def test_a_killed_reader_of_every_prefix_costs_an_app_its_timeout_once(tracefs, prefix, tmp_path):
     """SIGKILL leaves the reader's instances, the announcement one still listening: an app
-    then waits its timeout for nobody, says so, and goes on. The next reader removes them."""
+    then waits its timeout for nobody (once: its second exporter does not wait), says so,
+    and goes on. The next reader removes them."""
     reader, _ = proc.reader(tmp_path, "--prefix", "*")
     reader.kill()
     reader.communicate(timeout=60)
@@ -162,12 +165,49 @@ def test_a_killed_reader_of_every_prefix_costs_an_app_its_timeout_once(tracefs, 
     _, app_err = app.communicate(timeout=120)
     assert app.returncode == 0, app_err
     assert f"did not listen to prefix '{prefix}' within 500 ms" in app_err
+    assert app_err.count("did not listen") == 1, app_err  # once, not once per exporter
     stale = [
         i for i in tracefs.instances() if i.startswith(f"otel-userevents-announce.{reader.pid}.")
     ]
     assert stale, tracefs.instances()
     proc.stop(proc.reader(tmp_path, "--prefix", "*")[0])
     assert not [i for i in tracefs.instances() if i in stale]
+
+
+def test_hostile_announcements_are_counted_and_a_genuine_job_is_still_recorded_whole(
+    tracefs, prefix, tmp_path, kernel_has_multi_format
+):
+    """A neighbour (raw ioctl and writev, nothing of the package) writes announcements that
+    make no sense (a terminal escape for a prefix, an unknown event, a prefix too long) and
+    a flood of 1,100 valid ones for prefixes that never register: the reader counts them,
+    keeps 1,024 prefixes, shows no raw escape, and still records a job that comes after."""
+    reader, output = proc.reader(tmp_path, "--prefix", "*")
+    writer = hostile_writer.Writer(
+        os.path.join(tracefs.path, "user_events_data"), kernel_has_multi_format
+    )
+    writer.register("announce", *announce_commands())
+    assert wait_until(lambda: writer.enabled("announce"), 30)
+    command = writer.commands["announce"]
+    for values in (
+        {"prefix": hostile_writer.ESCAPES, "wait_ms": 1},
+        {"prefix": f"{prefix}ok", "event": 9},
+        {"prefix": "x" * 300},
+    ):
+        writer.write("announce", hostile_writer.pack(command, values))
+    for number in range(1100):
+        writer.write("announce", hostile_writer.pack(command, {"prefix": f"flood{number}"}))
+    writer.close()
+    service = f"{prefix}-after-flood"
+    result = proc.finished(proc.app(f"{prefix}real", service))
+    spans = lambda: _mine(proc.requests(output)[0], "spans", [service])  # noqa: E731
+    assert wait_until(lambda: len(spans()) == 6, 30), output.read_text()[-2000:]
+    err = proc.stop(reader)
+
+    assert spans() == flatten([result["spans"]], "spans")
+    assert "3 announcements that made no sense" in err, err
+    assert "announced prefixes forgotten (the oldest, over 1024)" in err, err
+    assert "may have lost their first records" not in err, err
+    assert "\x1b" not in err and "\u009b" not in err
 
 
 @pytest.mark.parametrize("how", ["SIGINT", "SIGKILL"])
