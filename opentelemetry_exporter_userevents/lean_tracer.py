@@ -29,8 +29,8 @@ tracer, so spans are recorded in full. What differs from ALWAYS_OFF while detach
   (ALWAYS_OFF starts a new unsampled trace and injects it with flags 00);
 - the sampler is not called and span processors' ``on_start``/``on_end`` are not called.
 
-Never raises while detached, whatever it is given: a ``context`` that is not one counts
-as no parent.
+Never raises, whatever it is given: a ``context`` that is not one counts as no parent, and
+a span the SDK tracer fails to start is no span (logged once per kind of error).
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from opentelemetry.trace import (
     SpanKind,
     get_current_span,
     set_span_in_context,
+    use_span,
 )
 from opentelemetry.util.types import Attributes
 
@@ -92,16 +93,25 @@ class UserEventsTracer(trace.Tracer):
     ) -> Span:
         if not self._sampler._word[0]:
             return _detached_span(context)
-        return self._tracer.start_span(
-            name,
-            context,
-            kind,
-            attributes,
-            links,
-            start_time,
-            record_exception,
-            set_status_on_exception,
-        )
+        try:
+            return self._tracer.start_span(
+                name,
+                context,
+                kind,
+                attributes,
+                links,
+                start_time,
+                record_exception,
+                set_status_on_exception,
+            )
+        except Exception as exc:  # noqa: BLE001 - never into the application: no span
+            self._sampler._writer.report(
+                ("start_span", type(exc)),
+                "user_events tracer: no span started, the SDK raised %s: %.200s",
+                type(exc).__name__,
+                exc,
+            )
+            return _detached_span(context)
 
     @contextmanager
     def start_as_current_span(  # type: ignore[override]
@@ -126,7 +136,8 @@ class UserEventsTracer(trace.Tracer):
             finally:
                 detach(token)
             return
-        with self._tracer.start_as_current_span(
+        # The SDK's start_as_current_span, with our start_span (which never raises).
+        span = self.start_span(
             name,
             context,
             kind,
@@ -135,9 +146,14 @@ class UserEventsTracer(trace.Tracer):
             start_time,
             record_exception,
             set_status_on_exception,
-            end_on_exit,
-        ) as span:
-            yield span
+        )
+        with use_span(
+            span,
+            end_on_exit=end_on_exit,
+            record_exception=record_exception,
+            set_status_on_exception=set_status_on_exception,
+        ) as current:
+            yield current
 
 
 class UserEventsTracerProvider(trace.TracerProvider):

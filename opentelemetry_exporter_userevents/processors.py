@@ -17,6 +17,7 @@ from opentelemetry.sdk._logs import LogRecordProcessor, ReadableLogRecord, ReadW
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
+from opentelemetry_exporter_userevents._export.log_encoder import severity_value
 from opentelemetry_exporter_userevents.abi.user_events import enable_word
 from opentelemetry_exporter_userevents.log_exporter import UserEventsLogExporter
 from opentelemetry_exporter_userevents.span_exporter import UserEventsSpanExporter
@@ -44,7 +45,12 @@ class UserEventsSpanProcessor(SpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         if not self._word[0]:  # nobody listens: as close to a processor that does nothing
             return
-        if not span.context.trace_flags.sampled:
+        try:
+            sampled = span.context.trace_flags.sampled
+        except Exception as exc:  # noqa: BLE001 - not a span: counted, never raised
+            self.exporter._drop_invalid("a span", exc)
+            return
+        if not sampled:
             return
         _export_now(self.exporter, span)
 
@@ -67,16 +73,19 @@ class UserEventsLogRecordProcessor(LogRecordProcessor):
     def on_emit(self, log_record: ReadWriteLogRecord) -> None:
         if not self._any_class[0]:  # no class listened to: as close to doing nothing
             return
-        number = log_record.log_record.severity_number
-        if not self._enable[number._value_ if number is not None else 0][0]:
+        try:
+            if not self._enable[severity_value(log_record.log_record.severity_number)][0]:
+                return
+            if log_record.resource is None:  # the SDK's Logger always sets one
+                log_record = ReadableLogRecord(  # type: ignore[assignment]
+                    log_record=log_record.log_record,
+                    resource=Resource({}),
+                    instrumentation_scope=log_record.instrumentation_scope,
+                    limits=log_record.limits,
+                )
+        except Exception as exc:  # noqa: BLE001 - not a log record we can write: counted
+            self.exporter._drop_invalid("a log record", exc)
             return
-        if log_record.resource is None:  # the SDK's Logger always sets one
-            log_record = ReadableLogRecord(  # type: ignore[assignment]
-                log_record=log_record.log_record,
-                resource=Resource({}),
-                instrumentation_scope=log_record.instrumentation_scope,
-                limits=log_record.limits,
-            )
         # Encoded as it is: a ReadWriteLogRecord has the fields of a ReadableLogRecord (the
         # SDK keeps them in sync), and the record is written before this returns.
         _export_now(self.exporter, log_record)

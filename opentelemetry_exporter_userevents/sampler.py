@@ -89,14 +89,22 @@ class UserEventsSampler(Sampler):
         links: Sequence[Link] | None = None,
         trace_state: TraceState | None = None,
     ) -> SamplingResult:
-        if self._word[0]:
-            return self.parent.should_sample(
-                parent_context, trace_id, name, kind, attributes, links, trace_state
+        try:
+            if self._word[0]:
+                return self.parent.should_sample(
+                    parent_context, trace_id, name, kind, attributes, links, trace_state
+                )
+            # Dropped, but the parent's trace state still travels on, as the SDK's do.
+            parent = get_current_span(parent_context).get_span_context()
+            if parent.is_valid and parent.trace_state:
+                return SamplingResult(Decision.DROP, None, parent.trace_state)
+        except Exception as exc:  # noqa: BLE001 - never into the application: the span drops
+            self._writer.report(
+                ("should_sample", type(exc)),
+                "user_events sampler: span dropped, the sampler raised %s: %.200s",
+                type(exc).__name__,
+                exc,
             )
-        # Dropped, but the parent's trace state still travels on, as the SDK's samplers do.
-        parent = get_current_span(parent_context).get_span_context()
-        if parent.is_valid and parent.trace_state:
-            return SamplingResult(Decision.DROP, None, parent.trace_state)
         return _DROP
 
     def get_description(self) -> str:

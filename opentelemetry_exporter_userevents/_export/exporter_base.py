@@ -111,16 +111,19 @@ class ExporterBase(Generic[Item]):
         writer = self._writer
         max_size = self.config.max_record_size
         redactor = self._redact
-        for item in items:
-            registration = route(item)
-            if registration is None:  # unavailable (a no-op, warned once) or not registered
-                if writer.available:
-                    writer.count("dropped_unregistered")
-                continue
-            if not registration.enabled:
-                writer.count("not_listened")
-                continue
-            try:
+        batch = self._batch(items)
+        if batch is None:
+            return False
+        for item in batch:
+            try:  # whatever the SDK hands us: never into the application
+                registration = route(item)
+                if registration is None:  # unavailable (a no-op, warned once) or unregistered
+                    if writer.available:
+                        writer.count("dropped_unregistered")
+                    continue
+                if not registration.enabled:
+                    writer.count("not_listened")
+                    continue
                 resource_id = self._resources.announce(item.resource)  # type: ignore[attr-defined]
                 if redactor is not None:
                     item = redact(item, redactor)
@@ -132,6 +135,21 @@ class ExporterBase(Generic[Item]):
                 writer.count("truncated")
             writer.write(registration, payload)
         return True
+
+    def _batch(self, items: Sequence[Item]) -> Sequence[Item] | None:
+        """``items`` as a sequence; None (said once) if it is not an iterable at all."""
+        if type(items) is tuple or type(items) is list:
+            return items
+        try:
+            return list(items)
+        except Exception as exc:  # noqa: BLE001 - not a batch: say so, never raise
+            self._writer.report(
+                ("not a batch", type(exc)),
+                "user_events: export() was given no sequence of items (%s: %.200s)",
+                type(exc).__name__,
+                exc,
+            )
+            return None
 
     def _drop_invalid(self, what: str, exc: Exception) -> None:
         """Count a record that could not be encoded, and say why (once per kind of error)."""

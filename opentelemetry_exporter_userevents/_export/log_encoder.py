@@ -30,9 +30,23 @@ _SEVERITY_TEXT, _EVENT_NAME, _BODY, _ATTRIBUTES, _SCOPE = range(5)
 _CUTTABLE = (_SEVERITY_TEXT, _EVENT_NAME, _SCOPE)
 
 
+def severity_value(number: object) -> int:
+    """A record's ``severity_number`` as an int: a ``SeverityNumber``, or the plain int the
+    SDK keeps when it is given one; None (unset) is 0. Raises ValueError for anything else
+    (the export loop counts the record in dropped_invalid)."""
+    try:
+        value = number._value_  # type: ignore[attr-defined]  # a plain read, unlike .value
+    except AttributeError:
+        value = 0 if number is None else number
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"severity_number is not a SeverityNumber or an int: {type(value)!r}")
+    if not 0 <= value <= 24:
+        raise ValueError(f"severity_number out of 0..24: {value}")
+    return value
+
+
 def severity_number(readable: ReadableLogRecord) -> int:
-    number = readable.log_record.severity_number
-    return number._value_ if number is not None else 0  # _value_: a plain read, unlike .value
+    return severity_value(readable.log_record.severity_number)
 
 
 def encode_log(readable: ReadableLogRecord, resource_id: int, max_size: int) -> tuple[bytes, bool]:
@@ -62,7 +76,6 @@ def encode_log(readable: ReadableLogRecord, resource_id: int, max_size: int) -> 
         fitter.cut_body(_BODY)
         fitter.cut_texts(_CUTTABLE)
         truncated = fitter.truncated
-    number = record.severity_number
     fixed = (
         record.timestamp or 0,
         record.observed_timestamp or 0,
@@ -70,7 +83,7 @@ def encode_log(readable: ReadableLogRecord, resource_id: int, max_size: int) -> 
         b"%032x" % (record.trace_id or 0),
         b"%016x" % (record.span_id or 0),
         dropped,
-        number._value_ if number is not None else 0,  # _value_: a plain read, unlike .value
+        severity_value(record.severity_number),
         int(record.trace_flags or 0),
         (LOG_SEVERITY_TEXT if severity_text is not None else 0)
         | (LOG_EVENT_NAME if event_name is not None else 0)
