@@ -53,7 +53,7 @@ def test_span_exporter_stats_become_the_sdk_exporter_metrics(monkeypatch, tmp_pa
     assert exported[component] == len(spans) + 1, "the spans and the resource record"
     assert exported[tuple(sorted(component + (("error.type", "detached"),)))] == 3
     assert exported[tuple(sorted(component + (("error.type", "invalid"),)))] == 0
-    assert len(exported) == 5, "written, and one point per kind of drop"
+    assert len(exported) == 6, "written, and one point per kind of drop"
     assert metrics["user_events.exporter.span.not_listened"] == {component: 5}
     assert metrics["user_events.exporter.span.truncated"] == {component: 0}
 

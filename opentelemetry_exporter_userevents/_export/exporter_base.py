@@ -105,15 +105,18 @@ class ExporterBase(Generic[Item]):
     ) -> bool:
         """The export loop: for each item, its registration's enable bit first, then its
         resource announced, redaction, encoding and one write; every item counted once.
-        False after shutdown. Never raises into the application."""
-        if self._shutdown:
-            return False
+        False after shutdown (each item counted in dropped_shutdown). Never raises into the
+        application."""
         writer = self._writer
-        max_size = self.config.max_record_size
-        redactor = self._redact
         batch = self._batch(items)
         if batch is None:
             return False
+        if self._shutdown:
+            if any(r is not None for r in writer.registrations.values()):  # else a no-op
+                writer.count("dropped_shutdown", len(batch))
+            return False
+        max_size = self.config.max_record_size
+        redactor = self._redact
         for item in batch:
             try:  # whatever the SDK hands us: never into the application
                 registration = route(item)

@@ -35,6 +35,7 @@ _ERROR_TYPES = {
     "dropped_invalid": "invalid",
     "dropped_unregistered": "unregistered",
     "dropped_write_error": "write_error",
+    "dropped_shutdown": "shutdown",
 }
 _UNITS = {"span": "{span}", "log": "{log_record}", "metric_data_point": "{data_point}"}
 _numbers = itertools.count()

@@ -49,6 +49,9 @@ class ExportStats:
     """Records for a tracepoint that could not be registered (logged at construction)."""
     dropped_write_error: int = 0
     """Records the kernel refused for another reason (logged once per errno)."""
+    dropped_shutdown: int = 0
+    """Records handed to the exporter after its shutdown, or while it shut down (never
+    written to the descriptor it closed)."""
     truncated: int = 0
     """Records written with parts cut to fit the size limit (marked in the record)."""
 
@@ -154,6 +157,9 @@ class EventWriter:
         return True
 
     def _count_failure(self, registration: Registration, err: int) -> None:
+        if err == errno.EBADF and self._data.closed:
+            self.stats.add("dropped_shutdown")  # shut down while this record was on its way
+            return
         if err == errno.EBADF and self._data.available and not _closed(self._data.fd):
             self.stats.add("dropped_detached")  # expected: a listener detached
             return

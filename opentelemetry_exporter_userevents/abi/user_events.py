@@ -14,6 +14,7 @@ import errno
 import os
 import struct
 import threading
+import weakref
 from collections.abc import Sequence
 
 from opentelemetry_exporter_userevents import _forksafe
@@ -152,11 +153,20 @@ class Registration:
 
         EBADF means no tracer is attached: callers that checked ``enabled`` first should
         count it as a dropped record (a listener detached between the check and the write).
+        It also means the file was closed (:attr:`UserEventsData.closed`): a write never
+        reaches a descriptor the object no longer owns, because :meth:`UserEventsData.close`
+        waits for writes in flight and the ones after it never use the number.
         """
+        data = self._data
+        fd = data._enter()
+        if fd < 0:
+            raise UserEventsError("write", errno.EBADF, self.command)
         try:
-            return os.writev(self._data.fd, (self.index_bytes, *parts))
+            return os.writev(fd, (self.index_bytes, *parts))
         except OSError as exc:
             raise UserEventsError("write", exc.errno or errno.EIO, self.command) from None
+        finally:
+            data._leave()
 
     def unregister(self) -> None:
         """Stop the kernel updating the enable word (it clears it); idempotent."""
@@ -185,6 +195,11 @@ class UserEventsData:
         """Whether the kernel accepts USER_EVENT_REG_MULTI_FORMAT; None until first tried."""
         self._lock = threading.Lock()
         _forksafe.register(self)
+        self.closed = False
+        """True from the start of :meth:`close`: writes then fail with EBADF."""
+        self._writers = 0  # writes in flight, under _lock
+        self._drained: threading.Event | None = None  # set when the last of them ends
+        _in_flight.add(self)
         self._registrations: dict[int, Registration] = {}
         self._shared_words: list[tuple[int, list[tuple[int, str]]]] = []  # address, enablers
         self.tracefs, self.fd, self.reason = open_user_events_data(tracefs)
@@ -192,6 +207,30 @@ class UserEventsData:
     @property
     def available(self) -> bool:
         return self.fd >= 0
+
+    def _enter(self) -> int:
+        """The descriptor for one write, held open until :meth:`_leave`; -1 once closed."""
+        with self._lock:
+            if self.closed:
+                return -1
+            self._writers += 1
+            return self.fd
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._writers -= 1
+            drained = self._drained if self._writers == 0 else None
+        if drained is not None:
+            drained.set()
+
+    def _wait_for_writes(self) -> None:
+        """Mark closed, then wait until no write holds the descriptor (none can start)."""
+        with self._lock:
+            self.closed = True
+            if self._writers == 0:
+                return
+            drained = self._drained = threading.Event()
+        drained.wait()
 
     def register(
         self,
@@ -302,7 +341,12 @@ class UserEventsData:
         uapi.delete_ioctl(self.fd, name)
 
     def close(self) -> None:
-        """Unregister every registration of this object, then close the file; idempotent."""
+        """Unregister every registration of this object, then close the file; idempotent.
+
+        Safe while other threads write: writes from now on fail with EBADF without touching
+        the descriptor, and the file is closed only after the writes in flight end, so no
+        write can reach a file the application opens later under the same number."""
+        self._wait_for_writes()
         with self._lock:
             registrations = list(self._registrations.values())
         if self.fd >= 0:
@@ -333,6 +377,19 @@ class UserEventsData:
 
 
 _NEVER = memoryview(b"\0\0\0\0").cast("I")
+
+_in_flight: weakref.WeakSet[UserEventsData] = weakref.WeakSet()
+
+
+def _forget_writes_in_flight() -> None:
+    """In a forked child, the threads that were writing do not exist: nothing is in flight."""
+    for data in list(_in_flight):
+        data._writers = 0
+        data._drained = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_writes_in_flight)
 
 
 def enable_word(registration: Registration | None) -> memoryview:
