@@ -39,7 +39,7 @@ from opentelemetry_exporter_userevents.record.unpack import RecordUnpacker
 ANNOUNCE_INSTANCE_PREFIX = "otel-userevents-announce."
 MAX_PREFIXES = 1024
 """Prefixes remembered; beyond, the oldest are forgotten and counted in ``forgotten``."""
-_BUFFER_KB = 64
+_BUFFER_KB = 128
 _PAGES_PER_READ = 64
 
 
