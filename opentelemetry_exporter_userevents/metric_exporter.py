@@ -8,7 +8,10 @@ aggregation included) while no tracer listens to any metric tracepoint."""
 from __future__ import annotations
 
 import logging
+import math
 import os
+import threading
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +19,8 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.environment_variables import (
     OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION,
     OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE,
+    OTEL_METRIC_EXPORT_INTERVAL,
+    OTEL_METRIC_EXPORT_TIMEOUT,
 )
 from opentelemetry.sdk.metrics import (
     Counter,
@@ -25,7 +30,6 @@ from opentelemetry.sdk.metrics import (
     ObservableUpDownCounter,
     UpDownCounter,
 )
-from opentelemetry.sdk.metrics import _Gauge as Gauge
 from opentelemetry.sdk.metrics.export import (
     AggregationTemporality,
     ExponentialHistogram,
@@ -77,7 +81,8 @@ _D, _C = AggregationTemporality.DELTA, AggregationTemporality.CUMULATIVE
 
 def _temporality() -> dict[type, AggregationTemporality]:
     """OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE read as the OTLP exporters read it
-    (cumulative by default; delta; lowmemory), synchronous gauges cumulative."""
+    (cumulative by default; delta; lowmemory); synchronous gauges cumulative, as every
+    reader makes an instrument the exporter does not name."""
     preference = os.environ.get(OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE, "CUMULATIVE")
     preference = preference.upper().strip()
     counters = _D if preference in ("DELTA", "LOWMEMORY") else _C
@@ -95,8 +100,8 @@ def _temporality() -> dict[type, AggregationTemporality]:
         ObservableCounter: observable_counters,
         ObservableUpDownCounter: _C,
         ObservableGauge: _C,
-        Gauge: _C,
-    }
+    }  # synchronous gauges: the reader's default, cumulative (the SDK names their class
+    # only privately; tests/test_metric_exporter.py checks what a gauge gets)
 
 
 def _aggregation() -> dict[type, Aggregation]:
@@ -235,7 +240,11 @@ class UserEventsMetricReader(PeriodicExportingMetricReader):
     """The SDK's periodic reader, except that a cycle while no tracer listens to any metric
     tracepoint collects nothing: no callbacks, no aggregation, no export (counted in
     :attr:`skipped`). A listener sees the next cycle: delta points then cover the time
-    since the last cycle that ran; cumulative points are unaffected."""
+    since the last cycle that ran; cumulative points are unaffected.
+
+    The SDK's reader runs without its own thread (an infinite interval, its public way to
+    collect only on demand); this one's thread calls ``collect`` each interval while
+    listened, and once more at shutdown, as the SDK's does."""
 
     def __init__(
         self,
@@ -246,15 +255,53 @@ class UserEventsMetricReader(PeriodicExportingMetricReader):
         **exporter_options: Any,
     ) -> None:
         """``exporter_options`` make the exporter when none is given (the configurator
-        passes the exporter's settings this way)."""
+        passes the exporter's settings this way). The interval and timeout default to
+        OTEL_METRIC_EXPORT_INTERVAL and OTEL_METRIC_EXPORT_TIMEOUT, as the SDK's."""
         if exporter is None:
             exporter = UserEventsMetricExporter(**exporter_options)
         self.exporter = exporter
         self.skipped = 0
         """Collect cycles skipped because nobody listened."""
-        super().__init__(
-            exporter, export_interval_millis, export_timeout_millis, cardinality_limits
+        self.export_interval_millis = _millis(
+            export_interval_millis, OTEL_METRIC_EXPORT_INTERVAL, 60_000, "export interval"
         )
+        self.export_timeout_millis = _millis(
+            export_timeout_millis, OTEL_METRIC_EXPORT_TIMEOUT, 30_000, "export timeout"
+        )
+        if self.export_interval_millis <= 0:
+            raise ValueError(
+                f"interval value {self.export_interval_millis} is invalid and needs to be "
+                "larger than zero."
+            )
+        limits = {} if cardinality_limits is None else {"cardinality_limits": cardinality_limits}
+        super().__init__(exporter, math.inf, self.export_timeout_millis, **limits)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if self.export_interval_millis < math.inf:
+            self._start()
+            if hasattr(os, "register_at_fork"):
+                start = weakref.WeakMethod(self._start)
+
+                def restart_in_child() -> None:  # the parent's thread is not in the child
+                    method = start()
+                    if method is not None:
+                        method()
+
+                os.register_at_fork(after_in_child=restart_in_child)
+
+    def _start(self) -> None:
+        if self._stop.is_set():
+            return
+        self._thread = threading.Thread(
+            name="UserEventsMetricReader", target=self._run, daemon=True
+        )
+        self._thread.start()
+
+    def _run(self) -> None:
+        interval = self.export_interval_millis / 1e3
+        while not self._stop.wait(interval):
+            self._collect_if_listened(self.export_timeout_millis)
+        self._collect_if_listened(self.export_timeout_millis)  # the last one, as the SDK's
 
     def _collect_if_listened(self, timeout_millis: float) -> None:
         if not self.exporter.listened:
@@ -265,14 +312,27 @@ class UserEventsMetricReader(PeriodicExportingMetricReader):
         except Exception:  # noqa: BLE001 - a timeout or a callback's error; next cycle retries
             _logger.warning("Metric collection failed", exc_info=True)
 
-    def _ticker(self) -> None:
-        interval = self._export_interval_millis / 1e3
-        while not self._shutdown_event.wait(interval):
-            self._collect_if_listened(self._export_timeout_millis)
-        self._collect_if_listened(self._export_interval_millis)  # the last one, as the SDK's
-
     def force_flush(self, timeout_millis: float = 10_000) -> bool:
         if self.exporter.listened:
             return super().force_flush(timeout_millis=timeout_millis)
         self.skipped += 1
         return True
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        """Stop the thread after its last cycle, then the SDK's shutdown (the exporter's)."""
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout_millis / 1e3)
+        super().shutdown(timeout_millis=timeout_millis, **kwargs)
+
+
+def _millis(value: float | None, variable: str, default: float, what: str) -> float:
+    """``value``, else the environment variable read as the SDK reads it."""
+    if value is not None:
+        return float(value)
+    try:
+        return float(os.environ.get(variable, default))
+    except ValueError:
+        _logger.warning("Found invalid value for %s, using default", what)
+        return float(default)

@@ -22,7 +22,8 @@ def describe(reader):
     exporter = getattr(reader, "_exporter", None)
     config = getattr(exporter, "config", None)
     return [type(reader).__name__, type(exporter).__name__, getattr(config, "prefix", None),
-            getattr(reader, "_export_interval_millis", None)]
+            getattr(reader, "export_interval_millis", None)
+            or getattr(reader, "_export_interval_millis", None)]
 print(json.dumps([describe(r) for r in readers]))
 """
 

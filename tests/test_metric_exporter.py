@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import math
+import threading
 from importlib.metadata import entry_points
 
 import pytest
@@ -16,8 +17,7 @@ from opentelemetry.exporter.otlp.proto.common._internal.metrics_encoder import (
     OTLPMetricExporterMixin,
 )
 from opentelemetry.metrics import Observation
-from opentelemetry.sdk.metrics import Exemplar, MeterProvider
-from opentelemetry.sdk.metrics import _Gauge as Gauge
+from opentelemetry.sdk.metrics import Counter, Exemplar, MeterProvider
 from opentelemetry.sdk.metrics.export import (
     AggregationTemporality,
     InMemoryMetricReader,
@@ -56,8 +56,7 @@ def test_temporality_preference_is_read_as_the_otlp_exporters_read_it(monkeypatc
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", preference)
     ours = UserEventsMetricExporter()._preferred_temporality
     theirs = OTLPMetricExporterMixin()._get_temporality(None)
-    assert {cls: ours[cls] for cls in theirs} == theirs
-    assert ours[Gauge] is AggregationTemporality.CUMULATIVE
+    assert ours == theirs  # synchronous gauges: neither names them (the reader's default)
 
 
 def test_histogram_aggregation_preference_and_arguments_win(monkeypatch):
@@ -65,13 +64,15 @@ def test_histogram_aggregation_preference_and_arguments_win(monkeypatch):
         "OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION",
         "base2_exponential_bucket_histogram",
     )
-    exporter = UserEventsMetricExporter(preferred_temporality={Gauge: AggregationTemporality.DELTA})
+    exporter = UserEventsMetricExporter(
+        preferred_temporality={Counter: AggregationTemporality.DELTA}
+    )
     from opentelemetry.sdk.metrics import Histogram  # noqa: PLC0415
 
     assert isinstance(
         exporter._preferred_aggregation[Histogram], ExponentialBucketHistogramAggregation
     )
-    assert exporter._preferred_temporality[Gauge] is AggregationTemporality.DELTA
+    assert exporter._preferred_temporality[Counter] is AggregationTemporality.DELTA
 
 
 def test_the_metric_exporter_is_an_entry_point():
@@ -218,3 +219,38 @@ def test_redaction_reaches_point_and_exemplar_attributes(monkeypatch, tmp_path):
     assert written["attributes"] == {"k": "<redacted>", "other": 1}
     (resource,) = fake.decoded(RESOURCE, "r_resource")
     assert anyvalue.decode(resource["attributes"]) == {"k": "<redacted>"}
+
+
+def test_the_readers_own_thread_collects_each_interval_and_once_more_at_shutdown(
+    monkeypatch, tmp_path
+):
+    """The reader runs the SDK's reader without its thread (no private SDK names): its own
+    thread collects while listened, skips while not, and collects once more at shutdown."""
+    fake = FakeKernel(monkeypatch, tmp_path)
+    exporter = UserEventsMetricExporter(tracefs=fake.tracefs, prefix="tick")
+    reader = UserEventsMetricReader(exporter, export_interval_millis=5)
+    calls: list[int] = []
+    twice = threading.Event()
+
+    def callback(options):
+        calls.append(1)
+        if len(calls) == 2:
+            twice.set()
+        return [Observation(len(calls))]
+
+    provider = MeterProvider(metric_readers=[reader])
+    provider.get_meter("m").create_observable_gauge("g", [callback])
+    assert twice.wait(60), "collected each interval while listened"
+    for registration in exporter.registrations.values():
+        registration.enable_word[0] = 0
+    skipped = reader.skipped
+    while reader.skipped < skipped + 2:  # the thread goes on, collecting nothing
+        threading.Event().wait(0.005)
+    before = len(calls)
+    for registration in exporter.registrations.values():
+        registration.enable_word[0] = 1
+    provider.shutdown()
+    assert not reader._thread.is_alive()
+    assert len(calls) > before, "the last collection at shutdown"
+    fake.settle()
+    assert len(fake.records("tick_metric_gauge")) == len(calls)
