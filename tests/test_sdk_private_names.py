@@ -1,0 +1,90 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""The SDK's private names the package still relies on, where no public API does the same;
+each check fails when the installed SDK changes one of them (CI runs it on the oldest and
+the newest SDK the package accepts). The package itself no longer uses ``_ticker`` or
+``_shutdown_event`` of the periodic reader, ``sdk.metrics._Gauge`` or
+``sdk._logs._internal.std_to_otel``."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from pathlib import Path
+
+import pytest
+from opentelemetry.sdk import _configuration as sdk_configuration
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs._internal import std_to_otel
+
+import opentelemetry_exporter_userevents
+from opentelemetry_exporter_userevents.logging_handler import severity_of_level
+
+
+def test_the_handlers_level_mapping_is_the_sdk_handlers():
+    """UserEventsLoggingHandler routes a ``logging`` record by the severity the SDK's
+    LoggingHandler will give it; the mapping is copied, the SDK's is private."""
+    levels = [*range(-5, 120), logging.DEBUG, logging.INFO, logging.WARNING, logging.CRITICAL]
+    assert [severity_of_level(n) for n in levels] == [std_to_otel(n).value for n in levels]
+
+
+def test_the_configurators_hooks_into_the_sdk_configuration_exist():
+    """The configurator subclasses the SDK's configurator and, while configuring, replaces
+    module functions the SDK's ``_initialize_components`` calls by name (no public hook
+    takes a tracer provider, handler or reader factory)."""
+    assert inspect.isclass(sdk_configuration._OTelSDKConfigurator)
+    assert callable(sdk_configuration._initialize_components)
+    for name in ("set_tracer_provider", "LoggingHandler", "_init_metrics"):
+        assert callable(getattr(sdk_configuration, name)), name
+    init_metrics = inspect.signature(sdk_configuration._init_metrics)
+    assert next(iter(init_metrics.parameters)) == "exporters_or_readers"
+    assert "exporter_args_map" in init_metrics.parameters
+    source = inspect.getsource(sdk_configuration)
+    for called in ("set_tracer_provider(", "LoggingHandler(", "_init_metrics("):
+        assert called in source, f"_initialize_components no longer calls {called}"
+
+
+def test_the_logger_providers_processors_are_where_the_configurator_looks():
+    """The configurator finds the log processors to decide whether every log exporter is
+    ours (``_multi_log_record_processor._log_record_processors``)."""
+    provider = LoggerProvider(shutdown_on_exit=False)
+    multi = provider._multi_log_record_processor
+    assert isinstance(multi._log_record_processors, tuple | list)
+
+
+def test_the_configuration_files_reader_factory_exists():
+    """With a configuration file (opentelemetry-configuration, when installed), periodic
+    readers of a user_events exporter are made by replacing its reader factory."""
+    meter_provider = pytest.importorskip("opentelemetry.configuration._meter_provider")
+    assert callable(meter_provider._create_periodic_metric_reader)
+    assert callable(meter_provider._create_cardinality_limits)
+
+
+def test_the_package_names_no_other_private_sdk_module_attribute():
+    """Every private SDK name in the package's source is one checked above (a new one must
+    come with its check here)."""
+    allowed = {
+        "_configuration",
+        "_initialize_components",
+        "_OTelSDKConfigurator",
+        "_init_metrics",
+        "_multi_log_record_processor",
+        "_log_record_processors",
+        "_meter_provider",
+        "_create_periodic_metric_reader",
+        "_create_cardinality_limits",
+        "_logs",  # opentelemetry.sdk._logs: the SDK's only logs API (no public module yet)
+        "_SUPPRESS_INSTRUMENTATION_KEY",  # the API's, as the SDK's own processors use it
+    }
+    root = Path(opentelemetry_exporter_userevents.__file__).parent
+    found: set[str] = set()
+    for path in root.rglob("*.py"):
+        text = path.read_text()
+        for line in text.splitlines():
+            if "opentelemetry.sdk" not in line and "sdk_configuration" not in line:
+                continue
+            for word in line.replace(",", " ").replace("(", " ").replace(".", " ").split():
+                if word.startswith("_") and not word.startswith("__"):
+                    found.add(word)
+    assert found <= allowed, found - allowed
