@@ -48,8 +48,10 @@ def announcement(prefix: bytes, event: int = ANNOUNCE_REGISTERED, pid: int = 7) 
 
 def test_a_prefix_is_remembered_with_its_writer_and_whether_it_gave_up():
     heard = listener()
-    heard._page(page(1, [announcement(b"checkout", pid=42), announcement(b"billing")]))
-    heard._page(page(2, [announcement(b"billing", ANNOUNCE_GAVE_UP)]))
+    named: set[str] = set()
+    heard._page(page(1, [announcement(b"checkout", pid=42), announcement(b"billing")]), named)
+    heard._page(page(2, [announcement(b"billing", ANNOUNCE_GAVE_UP)]), named)
+    assert named == {"checkout", "billing"}
 
     assert heard.stats.records == 3 and heard.stats.invalid == 0
     assert heard.announced["checkout"].pid == 42
@@ -74,7 +76,7 @@ def test_a_prefix_is_remembered_with_its_writer_and_whether_it_gave_up():
 )
 def test_records_that_make_no_sense_are_counted_and_forgotten(bad):
     heard = listener()
-    heard._page(page(1, [bad, announcement(b"after")]))
+    heard._page(page(1, [bad, announcement(b"after")]), set())
 
     assert heard.stats.invalid == 1
     assert list(heard.announced) == ["after"]
@@ -82,15 +84,15 @@ def test_records_that_make_no_sense_are_counted_and_forgotten(bad):
 
 def test_a_corrupt_page_is_counted():
     heard = listener()
-    heard._page(b"\0" * 8)
+    heard._page(b"\0" * 8, set())
     assert heard.stats.corrupt_pages == 1 and heard.announced == {}
 
 
 def test_a_flood_of_prefixes_is_bounded_and_counted_and_cannot_hide_a_newer_one():
     heard = listener()
     for n in range(MAX_PREFIXES + 50):
-        heard._page(page(1, [announcement(f"p{n}".encode())]))
-    heard._page(page(1, [announcement(b"genuine")]))
+        heard._page(page(1, [announcement(f"p{n}".encode())]), set())
+    heard._page(page(1, [announcement(b"genuine")]), set())
     assert len(heard.announced) == MAX_PREFIXES
     assert heard.stats.forgotten == 51
     assert "genuine" in heard.announced and "p0" not in heard.announced
@@ -100,7 +102,7 @@ def test_a_flood_of_prefixes_is_bounded_and_counted_and_cannot_hide_a_newer_one(
 @given(st.binary(max_size=200))
 def test_any_payload_never_raises(payload):
     heard = listener()
-    heard._page(page(1, [data_event(1, record(EVENT_ID, payload))]))
+    heard._page(page(1, [data_event(1, record(EVENT_ID, payload))]), set())
     assert heard.stats.records + heard.stats.invalid == 1
     for prefix in heard.announced:
         assert prefix.isascii() and prefix.replace("_", "a").isalnum()

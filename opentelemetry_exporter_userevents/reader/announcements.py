@@ -138,10 +138,11 @@ class AnnouncementListener:
         except InterruptedError:
             pass
 
-    def read(self) -> int:
+    def read(self) -> set[str]:
         """Read the announcements written since the last read (remembered in
-        :attr:`announced`); return how many made sense (then the caller rescans)."""
-        before = self.stats.records
+        :attr:`announced`); return the prefixes they named (the caller looks for their
+        tracepoints at once)."""
+        heard: set[str] = set()
         for cpu in self._cpus:
             pages = 0
             for _ in range(_PAGES_PER_READ):
@@ -154,12 +155,12 @@ class AnnouncementListener:
                 if not page:
                     break
                 pages += 1
-                self._page(page)
+                self._page(page, heard)
             if pages:
                 self._count_lost(cpu)
-        return self.stats.records - before
+        return heard
 
-    def _page(self, raw: bytes) -> None:
+    def _page(self, raw: bytes, heard: set[str]) -> None:
         try:
             page = parse_page(raw, self.layout)
         except PageError:
@@ -183,6 +184,8 @@ class AnnouncementListener:
             self.stats.records += 1
             pid = int.from_bytes(record[4:8], "little", signed=True)  # common_pid
             self._note(prefix, event, values["wait_ms"], pid)
+            if len(heard) < MAX_PREFIXES:
+                heard.add(prefix)
 
     def _note(self, prefix: str, event: int, wait_ms: int, pid: int) -> None:
         known = self.announced.get(prefix)

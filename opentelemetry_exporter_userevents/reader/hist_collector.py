@@ -16,7 +16,7 @@ Closing removes the triggers and the instance.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
@@ -138,10 +138,11 @@ class HistCollector(InstanceOwner):
             raise
         return self
 
-    def scan(self) -> list[str]:
-        """Set triggers on span and log tracepoints that appeared since the last scan."""
+    def scan(self, only: Collection[str] | None = None) -> list[str]:
+        """Set triggers on span and log tracepoints that appeared since the last scan
+        (``only``: of these prefixes only, just announced)."""
         added = []
-        for system, name, kind in our_tracepoints(self.tracefs, self.decoder):
+        for system, name, kind in our_tracepoints(self.tracefs, self.decoder, only):
             trigger = TRIGGERS.get(kind)
             parsed = parse_tracepoint(name)
             where = f"{system}/{name}"
@@ -164,7 +165,8 @@ class HistCollector(InstanceOwner):
             triggered = _Triggered(system, name, kind, parsed.prefix, event_id)
             self._triggered[(system, name)] = triggered
             added.append(where)
-        self._next_scan = time.monotonic() + self.rescan_interval
+        if only is None:
+            self._next_scan = time.monotonic() + self.rescan_interval
         return added
 
     def _listen_only(self, system: str, name: str) -> None:
@@ -180,9 +182,11 @@ class HistCollector(InstanceOwner):
     def poll(self) -> None:
         """Rescan when a service announced itself, or when it is time (call it while
         waiting)."""
-        heard = self.announcements is not None and self.announcements.read() > 0
-        if heard or time.monotonic() >= self._next_scan:
+        heard = self.announcements.read() if self.announcements is not None else set()
+        if time.monotonic() >= self._next_scan:
             self.scan()
+        elif heard:
+            self.scan(heard)
 
     def wait(self, timeout: float) -> None:
         """Sleep up to ``timeout`` seconds; less when a service announces itself."""

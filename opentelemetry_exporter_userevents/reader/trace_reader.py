@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from opentelemetry_exporter_userevents.abi.format import parse_format
@@ -77,17 +77,25 @@ class _Cpu:
     lost_seen: int = 0
 
 
-def our_tracepoints(tracefs: Tracefs, decoder: RecordDecoder) -> list[tuple[str, str, str]]:
+def our_tracepoints(
+    tracefs: Tracefs, decoder: RecordDecoder, only: Collection[str] | None = None
+) -> list[tuple[str, str, str]]:
     """(system, name, kind) of each tracepoint with one of the decoder's names: every
-    ``<name>.<id>`` version in ``user_events_multi``, and the single-format fallback."""
+    ``<name>.<id>`` version in ``user_events_multi``, and the single-format fallback;
+    ``only``: of these prefixes only (the ones just announced)."""
     found = []
     for system in (USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM):
         for name in tracefs.events(system):
             if system == USER_EVENTS_MULTI_SYSTEM and "." not in name:
                 continue
             known = decoder.kind_of(name)
-            if known is not None:
-                found.append((system, name, known[0]))
+            if known is None:
+                continue
+            if only is not None:
+                parsed = parse_tracepoint(name)
+                if parsed is None or parsed.prefix not in only:
+                    continue
+            found.append((system, name, known[0]))
     return found
 
 
@@ -204,11 +212,12 @@ class TraceReader(InstanceOwner):
 
     # --- discovery ------------------------------------------------------------------
 
-    def scan(self) -> list[str]:
+    def scan(self, only: Collection[str] | None = None) -> list[str]:
         """Enable tracepoints that appeared since the last scan (resource ones first, span
         ones last: an app that waits until its spans are listened to finds the rest listened
-        too); return their names."""
-        found = our_tracepoints(self.tracefs, self.decoder)
+        too); return their names. ``only``: of these prefixes only (just announced: their
+        writers wait, and a whole rescan reads a file per tracepoint on the machine)."""
+        found = our_tracepoints(self.tracefs, self.decoder, only)
         found.sort(key=lambda item: (item[2] != RESOURCE_KIND, item[2] == SPAN_KIND))
         added = []
         for system, name, kind in found:
@@ -222,7 +231,8 @@ class TraceReader(InstanceOwner):
             if self._enable(system, name, kind):
                 added.append(name)
         self._note_found(added)
-        self._next_scan = time.monotonic() + self.rescan_interval
+        if only is None:
+            self._next_scan = time.monotonic() + self.rescan_interval
         return added
 
     def _note_found(self, added: list[str]) -> None:
@@ -274,9 +284,11 @@ class TraceReader(InstanceOwner):
 
     def _rescan_if_due(self) -> None:
         """Rescan now if a service announced itself, else when the interval has passed."""
-        heard = self.announcements is not None and self.announcements.read() > 0
-        if heard or time.monotonic() >= self._next_scan:
+        heard = self.announcements.read() if self.announcements is not None else set()
+        if time.monotonic() >= self._next_scan:
             self.scan()
+        elif heard:
+            self.scan(heard)
 
     def _enable(self, system: str, name: str, kind: str) -> bool:
         if name in self.incompatible or name in self.filter_rejected:
