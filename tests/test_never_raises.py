@@ -10,6 +10,7 @@ The kernel test tests/kernel/test_never_raises.py runs :func:`drive` on the gues
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from types import SimpleNamespace
@@ -28,6 +29,7 @@ from opentelemetry_exporter_userevents import (
     UserEventsSampler,
     UserEventsSpanExporter,
 )
+from opentelemetry_exporter_userevents.abi.user_events import Registration
 from opentelemetry_exporter_userevents.lean_tracer import UserEventsTracerProvider
 from opentelemetry_exporter_userevents.logging_handler import UserEventsLoggingHandler
 from opentelemetry_exporter_userevents.processors import (
@@ -183,23 +185,40 @@ def counted_once(exporter: UserEventsSpanExporter | UserEventsLogExporter, hande
     assert total == handed + exporter.resource_writes[0], stats  # type: ignore[union-attr]
 
 
-def drive(tracefs: str, listened: bool, data: st.DataObject) -> None:
+def drive(
+    tracefs: str | None,
+    listened: bool,
+    data: st.DataObject,
+    prefix: str = "nr",
+    listen: Callable[[Registration], None] | None = None,
+) -> None:
     """Every public entry point once with what ``data`` draws; raises only on a failed
-    check. ``listened``: every enable word 1 (as the fake kernel or a tracer sets it), else
-    0."""
-    span_exporter = UserEventsSpanExporter(tracefs=tracefs, prefix="nr")
-    log_exporter = UserEventsLogExporter(tracefs=tracefs, prefix="nr")
-    metric_exporter = UserEventsMetricExporter(tracefs=tracefs, prefix="nr")
+    check. ``listened``: ``listen`` is called with every registration (a real tracer on the
+    kernel), or without ``listen`` every enable word is set to 1 (as the fake kernel
+    does); else every word is 0 (no ``listen``) or left as the kernel keeps it."""
+    span_exporter = UserEventsSpanExporter(tracefs=tracefs, prefix=prefix)
+    log_exporter = UserEventsLogExporter(tracefs=tracefs, prefix=prefix)
+    metric_exporter = UserEventsMetricExporter(tracefs=tracefs, prefix=prefix)
     span_exporter.resource_writes = resource_writes(span_exporter)  # type: ignore[attr-defined]
     log_exporter.resource_writes = resource_writes(log_exporter)  # type: ignore[attr-defined]
-    sampler = UserEventsSampler(ParentBased(TraceIdRatioBased(0.5)), tracefs=tracefs, prefix="nr")
-    span_processor = UserEventsSpanProcessor(UserEventsSpanExporter(tracefs=tracefs, prefix="nr"))
-    log_exporter_2 = UserEventsLogExporter(tracefs=tracefs, prefix="nr")
+    sampler = UserEventsSampler(ParentBased(TraceIdRatioBased(0.5)), tracefs=tracefs, prefix=prefix)
+    span_processor = UserEventsSpanProcessor(UserEventsSpanExporter(tracefs=tracefs, prefix=prefix))
+    log_exporter_2 = UserEventsLogExporter(tracefs=tracefs, prefix=prefix)
     log_processor = UserEventsLogRecordProcessor(log_exporter_2)
     provider = LoggerProvider(shutdown_on_exit=False)
     provider.add_log_record_processor(log_processor)
     handler = UserEventsLoggingHandler(log_exporter_2, logger_provider=provider)
     tracer = UserEventsTracerProvider(sampler=sampler).get_tracer("nr")
+    exporters = (span_exporter, log_exporter, log_exporter_2, metric_exporter)
+    if listen is not None:
+        if listened:
+            for exporter in exporters:
+                for registration in exporter._writer.registrations.values():
+                    assert registration is not None
+                    listen(registration)
+            assert sampler.enabled and log_exporter.any_class_word[0]
+        else:
+            assert not sampler.enabled and not log_exporter.any_class_word[0]
     words = [
         *(r.enable_word for r in span_exporter._writer.registrations.values() if r),
         *(r.enable_word for r in log_exporter._writer.registrations.values() if r),
@@ -210,7 +229,7 @@ def drive(tracefs: str, listened: bool, data: st.DataObject) -> None:
         log_exporter_2.any_class_word,
         sampler._word,
     ]
-    for word in words:
+    for word in words if listen is None else ():
         if word.readonly:
             continue
         word[0] = 1 if listened else 0
@@ -230,7 +249,7 @@ def drive(tracefs: str, listened: bool, data: st.DataObject) -> None:
             span_processor.on_end(span)
         for record in data.draw(st.lists(foreign_log_records(), max_size=2)):
             log_processor.on_emit(record)  # type: ignore[arg-type]
-        logger = provider.get_logger("nr")
+        logger = provider.get_logger(prefix)
         for record in data.draw(st.lists(sdk_log_records(), max_size=2)):
             logger.emit(record)
         for record in data.draw(st.lists(logging_records(), max_size=2)):
