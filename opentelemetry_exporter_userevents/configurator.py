@@ -30,6 +30,7 @@ from opentelemetry.sdk import _configuration as sdk_configuration
 from opentelemetry.sdk._configuration import _initialize_components, _OTelSDKConfigurator
 from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter
+from opentelemetry.sdk.environment_variables import OTEL_CONFIG_FILE
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
@@ -48,9 +49,6 @@ from opentelemetry_exporter_userevents.sampler import UserEventsSampler
 from opentelemetry_exporter_userevents.span_exporter import UserEventsSpanExporter
 
 _logger = logging.getLogger(__name__)
-
-OTEL_CONFIG_FILE = "OTEL_CONFIG_FILE"
-"""The SDK names it in ``opentelemetry.sdk.environment_variables`` from 1.40 (not in 1.39)."""
 
 NAME = "user_events"
 """The exporter's entry-point name, in OTEL_TRACES_EXPORTER and in configuration files."""

@@ -25,6 +25,7 @@ import os
 from collections.abc import Callable, Iterator
 
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation, get_meter_provider
+from opentelemetry.sdk.environment_variables import OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED
 
 from opentelemetry_exporter_userevents._export.writer import ExportStats
 from opentelemetry_exporter_userevents.version import __version__
@@ -38,10 +39,6 @@ _ERROR_TYPES = {
 }
 _UNITS = {"span": "{span}", "log": "{log_record}", "metric_data_point": "{data_point}"}
 _numbers = itertools.count()
-
-OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED = "OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED"
-"""The SDK's own switch for its internal metrics (``opentelemetry.sdk.environment_variables``
-names it from SDK 1.40; spelled out here for 1.39)."""
 
 
 def internal_metrics_enabled() -> bool:
