@@ -4,7 +4,9 @@
 """Where rebuilt spans and logs go: OTLP/JSON lines, a tree view, or an exporter.
 
 Every output takes batches of rebuilt telemetry in order and counts in ``failed`` what it
-could not write (never raising for one bad item).
+could not write (never raising for one bad item). ``sdk_objects`` says whether it needs
+spans and logs as SDK objects; OTLP/JSON does not: it writes checked records straight
+(:mod:`.otlp_json_direct`).
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from typing import Any, Protocol, TextIO
 from opentelemetry.sdk._logs import ReadableLogRecord
 from opentelemetry.sdk.trace import ReadableSpan
 
-from opentelemetry_exporter_userevents.reader import otlp_json
-from opentelemetry_exporter_userevents.reader.rebuild import Telemetry
+from opentelemetry_exporter_userevents.reader import otlp_json, otlp_json_direct
+from opentelemetry_exporter_userevents.reader.checked_records import CheckedSpan
+from opentelemetry_exporter_userevents.reader.rebuild import JoinedRecord, Telemetry
 from opentelemetry_exporter_userevents.reader.rebuild_metrics import MetricPoint, metrics_data
 from opentelemetry_exporter_userevents.reader.tree_view import TreeView
 
@@ -25,6 +28,9 @@ from opentelemetry_exporter_userevents.reader.tree_view import TreeView
 class Output(Protocol):
     failed: int
     """Items the output could not write."""
+    sdk_objects: bool
+    """Whether it takes spans and logs as ReadableSpan and ReadableLogRecord (else as
+    JoinedRecord: ``Rebuilder(sdk_objects=...)``)."""
 
     def write(self, items: Sequence[Telemetry]) -> None: ...
 
@@ -36,20 +42,41 @@ def _split(items: Sequence[Telemetry]) -> tuple[list[ReadableSpan], list[Readabl
     return spans, [i for i in items if isinstance(i, ReadableLogRecord)]
 
 
+def _sdk_objects(
+    items: Sequence[Telemetry],
+) -> list[ReadableSpan | ReadableLogRecord | MetricPoint]:
+    """Items but JoinedRecords (a rebuilder made with ``sdk_objects=False`` hands them)."""
+    return [i for i in items if not isinstance(i, JoinedRecord)]
+
+
 def _metric_points(items: Sequence[Telemetry]) -> list[MetricPoint]:
     return [i for i in items if isinstance(i, MetricPoint)]
 
 
 class OtlpJsonOutput:
-    """One ExportTraceServiceRequest line and one ExportLogsServiceRequest line per batch."""
+    """One ExportTraceServiceRequest line and one ExportLogsServiceRequest line per batch.
+
+    Spans and logs come as JoinedRecord, written straight (:mod:`.otlp_json_direct`); as
+    SDK objects, they go through the OTLP encoder (the same JSON)."""
+
+    sdk_objects = False
 
     def __init__(self, out: TextIO) -> None:
         otlp_json.require()
         self.out = out
         self.failed = 0
         """Spans and logs the OTLP encoder could not carry, left out."""
+        self._encoded = otlp_json_direct.EncodedCache()
 
     def write(self, items: Sequence[Telemetry]) -> None:
+        joined = [i for i in items if type(i) is JoinedRecord]
+        if joined:
+            spans_joined = [i for i in joined if type(i.checked) is CheckedSpan]
+            if spans_joined:
+                self._write(otlp_json_direct.spans_request(spans_joined, self._encoded))
+            if len(spans_joined) < len(joined):
+                logs_joined = [i for i in joined if type(i.checked) is not CheckedSpan]
+                self._write(otlp_json_direct.logs_request(logs_joined, self._encoded))
         spans, logs = _split(items)
         if spans:
             self._write(otlp_json.skipping_unrepresentable(otlp_json.spans_request, spans))
@@ -71,12 +98,16 @@ class OtlpJsonOutput:
 
 
 class TreeOutput:
+    sdk_objects = True
+
     def __init__(self, out: TextIO) -> None:
         self.view = TreeView(out)
         self.failed = 0
 
     def write(self, items: Sequence[Telemetry]) -> None:
-        self.view.add(items)
+        objects = _sdk_objects(items)
+        self.failed += len(items) - len(objects)
+        self.view.add(objects)
 
     def close(self) -> None:
         self.view.flush()
@@ -87,6 +118,8 @@ class ExporterOutput:
     entry points ``OTEL_TRACES_EXPORTER``, ``OTEL_LOGS_EXPORTER`` and ``OTEL_METRICS_EXPORTER``
     use), configured by their
     own environment variables (``OTEL_EXPORTER_OTLP_*`` for ``otlp``)."""
+
+    sdk_objects = True
 
     def __init__(self, name: str) -> None:
         if name == "user_events":
@@ -106,6 +139,7 @@ class ExporterOutput:
         """Spans and logs the exporters did not take."""
 
     def write(self, items: Sequence[Telemetry]) -> None:
+        self.failed += len(items) - len(_sdk_objects(items))
         spans, logs = _split(items)
         for exporter, batch in ((self.spans, spans), (self.logs, logs)):
             if exporter is None or not batch:

@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 
 """Decoded records back into the SDK's own types: ``ReadableSpan``, ``ReadableLogRecord``
-and metric points.
+and metric points; or, for an output that writes them itself (OTLP/JSON, see
+:mod:`.otlp_json_direct`), checked spans and logs joined to their resource and scope
+(:class:`JoinedRecord`), counted and released exactly as the SDK objects would be.
 
 Every record first crosses the validation boundary (:mod:`.validation`): one whose fields
 do not have their schema's shape is skipped and counted, by reason and by writer pid, and
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from opentelemetry._logs import LogRecord, SeverityNumber
 from opentelemetry.context import Context
@@ -70,7 +73,18 @@ from opentelemetry_exporter_userevents.record.tracepoints import (
     parse_tracepoint,
 )
 
-Telemetry = ReadableSpan | ReadableLogRecord | MetricPoint
+
+class JoinedRecord(NamedTuple):
+    """A checked span or log, with the resource and scope objects it was joined to (the
+    rebuilder keeps one per distinct value): what a ReadableSpan or ReadableLogRecord
+    would be built from."""
+
+    checked: CheckedSpan | CheckedLog
+    resource: Resource
+    scope: InstrumentationScope | None
+
+
+Telemetry = ReadableSpan | ReadableLogRecord | MetricPoint | JoinedRecord
 
 _NO_CONTEXT = set_span_in_context(NonRecordingSpan(SpanContext(0, 0, False)), Context())
 
@@ -128,10 +142,12 @@ class RebuildStats:
 
 class Rebuilder:
     """Turns decoded records into ReadableSpan, ReadableLogRecord and MetricPoint, resources
-    joined."""
+    joined; with ``sdk_objects=False``, spans and logs into :class:`JoinedRecord` instead
+    (the same records, the same counts)."""
 
-    def __init__(self, resource_wait: float = 11.0) -> None:
+    def __init__(self, resource_wait: float = 11.0, sdk_objects: bool = True) -> None:
         self.resource_wait = resource_wait
+        self.sdk_objects = sdk_objects
         self.stats = RebuildStats()
         self.checker = RecordChecker()
         self._resources: dict[int, Resource] = {}
@@ -242,10 +258,16 @@ class Rebuilder:
         try:
             scope = self.scope(checked.scope_text, checked.scope)
             if type(checked) is CheckedSpan:
-                ready.append(self.span(checked, resource, scope))
+                if self.sdk_objects:
+                    ready.append(self.span(checked, resource, scope))
+                else:
+                    ready.append(JoinedRecord(checked, resource, scope))
                 stats.spans += 1
             elif type(checked) is CheckedLog:
-                ready.append(self.log(checked, resource, scope))
+                if self.sdk_objects:
+                    ready.append(self.log(checked, resource, scope))
+                else:
+                    ready.append(JoinedRecord(checked, resource, scope))
                 stats.logs += 1
             else:
                 ready.append(rebuild_point(checked, resource, scope))  # type: ignore[arg-type]

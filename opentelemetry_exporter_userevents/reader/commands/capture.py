@@ -130,7 +130,8 @@ def decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     for name, reason in decoded.incompatible.items():
         err.write(f"otel-userevents: not decoding {printable(f'{name}: {reason}')}\n")
     output = output_of(args, out)
-    rebuilder = Rebuilder(resource_wait=float("inf"))  # the whole file is there: no waiting
+    # the whole file is there: no waiting
+    rebuilder = Rebuilder(resource_wait=float("inf"), sdk_objects=output.sdk_objects)
     damaged: CaptureError | None = None
     try:
         try:  # records decode as they are taken: a batch at a time, whatever the file's size

@@ -39,7 +39,7 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.capture:
         return capture(args, reader, tracefs, err)
     output = output_of(args, out)
-    rebuilder = Rebuilder(resource_wait=args.resource_wait)
+    rebuilder = Rebuilder(resource_wait=args.resource_wait, sdk_objects=output.sdk_objects)
     started = time.monotonic()
     try:
         with stop_signals() as stop:
