@@ -108,7 +108,7 @@ def test_shutdown_waits_for_a_write_in_flight_before_the_number_is_freed(monkeyp
     assert in_writev.wait(60)
     closer = threading.Thread(target=exporter.shutdown)
     closer.start()
-    while closer.is_alive() and data._drained is None:  # closed, or waiting for the write
+    while closer.is_alive() and not data.closed:  # closed, or waiting for the write
         threading.Event().wait(0.001)
     files = open_files(tmp_path, 16)
     try:

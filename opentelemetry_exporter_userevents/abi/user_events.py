@@ -14,6 +14,7 @@ import errno
 import os
 import struct
 import threading
+import time
 import weakref
 from collections.abc import Sequence
 
@@ -158,15 +159,16 @@ class Registration:
         waits for writes in flight and the ones after it never use the number.
         """
         data = self._data
-        fd = data._enter()
-        if fd < 0:
-            raise UserEventsError("write", errno.EBADF, self.command)
+        writing = data._writing
+        writing.append(None)  # in flight first, then the check: close() does the converse
         try:
-            return os.writev(fd, (self.index_bytes, *parts))
+            if data.closed:
+                raise UserEventsError("write", errno.EBADF, self.command)
+            return os.writev(data.fd, (self.index_bytes, *parts))
         except OSError as exc:
             raise UserEventsError("write", exc.errno or errno.EIO, self.command) from None
         finally:
-            data._leave()
+            writing.pop()
 
     def unregister(self) -> None:
         """Stop the kernel updating the enable word (it clears it); idempotent."""
@@ -197,9 +199,10 @@ class UserEventsData:
         _forksafe.register(self)
         self.closed = False
         """True from the start of :meth:`close`: writes then fail with EBADF."""
-        self._writers = 0  # writes in flight, under _lock
-        self._drained: threading.Event | None = None  # set when the last of them ends
-        _in_flight.add(self)
+        self._writing: list[None] = []
+        """One entry per write in flight (list appends and pops are atomic: no lock on the
+        write path, which costs a tenth of a microsecond instead of half of one)."""
+        _all_data.add(self)
         self._registrations: dict[int, Registration] = {}
         self._shared_words: list[tuple[int, list[tuple[int, str]]]] = []  # address, enablers
         self.tracefs, self.fd, self.reason = open_user_events_data(tracefs)
@@ -208,29 +211,13 @@ class UserEventsData:
     def available(self) -> bool:
         return self.fd >= 0
 
-    def _enter(self) -> int:
-        """The descriptor for one write, held open until :meth:`_leave`; -1 once closed."""
-        with self._lock:
-            if self.closed:
-                return -1
-            self._writers += 1
-            return self.fd
-
-    def _leave(self) -> None:
-        with self._lock:
-            self._writers -= 1
-            drained = self._drained if self._writers == 0 else None
-        if drained is not None:
-            drained.set()
-
     def _wait_for_writes(self) -> None:
-        """Mark closed, then wait until no write holds the descriptor (none can start)."""
-        with self._lock:
-            self.closed = True
-            if self._writers == 0:
-                return
-            drained = self._drained = threading.Event()
-        drained.wait()
+        """Mark closed, then wait until no write is in flight. A write enters, then checks
+        ``closed``; this marks, then checks the writes in flight: either the write sees
+        ``closed`` and leaves the descriptor alone, or this sees the write and waits."""
+        self.closed = True
+        while self._writing:
+            time.sleep(0.0002)
 
     def register(
         self,
@@ -378,14 +365,13 @@ class UserEventsData:
 
 _NEVER = memoryview(b"\0\0\0\0").cast("I")
 
-_in_flight: weakref.WeakSet[UserEventsData] = weakref.WeakSet()
+_all_data: weakref.WeakSet[UserEventsData] = weakref.WeakSet()
 
 
 def _forget_writes_in_flight() -> None:
     """In a forked child, the threads that were writing do not exist: nothing is in flight."""
-    for data in list(_in_flight):
-        data._writers = 0
-        data._drained = None
+    for data in list(_all_data):
+        data._writing.clear()
 
 
 if hasattr(os, "register_at_fork"):
