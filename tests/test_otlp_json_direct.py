@@ -157,10 +157,8 @@ def _sdk_path(batch: list[JoinedRecord]) -> tuple[Any, int]:
 
 def _direct_path(batch: list[JoinedRecord]) -> tuple[Any, int]:
     if isinstance(batch[0].checked, CheckedSpan):
-        encoded, failed = otlp_json_direct.spans_request(batch)
-    else:
-        encoded, failed = otlp_json_direct.logs_request(batch)
-    return (None if encoded is None else otlp_json.dumps(encoded)), failed
+        return otlp_json_direct.spans_line(batch)
+    return otlp_json_direct.logs_line(batch)
 
 
 def _same(batch: list[JoinedRecord]) -> None:

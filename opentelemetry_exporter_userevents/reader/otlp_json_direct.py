@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 
 """OTLP/JSON straight from checked records: the ``ExportTraceServiceRequest`` and
-``ExportLogsServiceRequest`` objects :mod:`.otlp_json` makes from SDK objects (the OTLP
-exporters' encoder, then protobuf's JSON mapping), written without either.
+``ExportLogsServiceRequest`` lines :mod:`.otlp_json` makes from SDK objects (the OTLP
+exporters' encoder, protobuf's JSON mapping, then ``json.dumps``), written as text without
+any of them: the same text, key order included.
 
 Each record comes joined to the SDK ``Resource`` and ``InstrumentationScope`` objects the
 :class:`~.rebuild.Rebuilder` keeps (one per distinct resource and scope): they group the
@@ -29,6 +30,7 @@ does. ``tests/test_otlp_json_direct.py`` proves the two equal over every value k
 from __future__ import annotations
 
 import base64
+import json
 import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -49,27 +51,33 @@ _INT64_MAX = (1 << 63) - 1
 _HAS_IS_REMOTE = 0x100
 _IS_REMOTE = 0x200
 _CACHE = 4096
-_NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
+_NON_FINITE = {math.inf: '{"doubleValue":"Infinity"}', -math.inf: '{"doubleValue":"-Infinity"}'}
+_quote: Callable[[str], str] = json.encoder.encode_basestring_ascii
+"""A str as ``json.dumps`` writes it (ASCII: other characters escaped)."""
+_float = float.__repr__
+"""A finite float as ``json.dumps`` writes it."""
 
 
 class Unrepresentable(ValueError):
     """A value OTLP cannot carry: an integer beyond 64 bits, a lone surrogate."""
 
 
-def spans_request(
+def spans_line(
     records: Iterable[JoinedRecord], cache: EncodedCache | None = None
-) -> tuple[dict[str, Any] | None, int]:
-    """An ExportTraceServiceRequest of checked spans, as :func:`.otlp_json.spans_request`
-    writes it; None if none could be written; and how many were left out."""
-    return _request(records, _span, "resourceSpans", "scopeSpans", "spans", cache)
+) -> tuple[str | None, int]:
+    """An ExportTraceServiceRequest of checked spans, as ``otlp_json.dumps`` writes what
+    :func:`.otlp_json.spans_request` makes of their SDK objects; None if none could be
+    written; and how many were left out."""
+    return _line(records, _span, "resourceSpans", "scopeSpans", "spans", cache)
 
 
-def logs_request(
+def logs_line(
     records: Iterable[JoinedRecord], cache: EncodedCache | None = None
-) -> tuple[dict[str, Any] | None, int]:
-    """An ExportLogsServiceRequest of checked logs, as :func:`.otlp_json.logs_request`
-    writes it; None if none could be written; and how many were left out."""
-    return _request(records, _log, "resourceLogs", "scopeLogs", "logRecords", cache)
+) -> tuple[str | None, int]:
+    """An ExportLogsServiceRequest of checked logs, as ``otlp_json.dumps`` writes what
+    :func:`.otlp_json.logs_request` makes of their SDK objects; None if none could be
+    written; and how many were left out."""
+    return _line(records, _log, "resourceLogs", "scopeLogs", "logRecords", cache)
 
 
 class EncodedCache:
@@ -77,14 +85,14 @@ class EncodedCache:
     the rebuilder keeps one per distinct value), or None where OTLP cannot carry it."""
 
     def __init__(self) -> None:
-        self._items: dict[int, tuple[object, dict[str, Any] | None]] = {}
+        self._items: dict[int, tuple[object, str | None]] = {}
 
-    def get(self, item: Any, encode: Callable[[Any], dict[str, Any]]) -> dict[str, Any] | None:
+    def get(self, item: Any, encode: Callable[[Any], str]) -> str | None:
         try:
             return self._items[id(item)][1]
         except KeyError:
             pass
-        encoded: dict[str, Any] | None
+        encoded: str | None
         try:
             encoded = encode(item)
         except Unrepresentable:
@@ -101,18 +109,17 @@ class _Group:
 
     __slots__ = ("encoded", "first")
 
-    def __init__(self, first: Any, encoded: dict[str, Any] | None) -> None:
+    def __init__(self, first: Any, encoded: str | None) -> None:
         self.first = first
         self.encoded = encoded
 
 
-def _grouper(
-    cache: EncodedCache, encode: Callable[[Any], dict[str, Any]]
-) -> Callable[[Any], _Group]:
+def _grouper(cache: EncodedCache, encode: Callable[[Any], str]) -> Callable[[Any], _Group]:
     """The group of an object, as the encoder's dict of them finds it (by equality, the
     first seen kept), looked up once per distinct object."""
     by_id: dict[int, _Group] = {}
     by_value: dict[Any, _Group] = {}
+    keep: list[Any] = []  # the items looked up by id, alive while the ids are used
 
     def group(item: Any) -> _Group:
         try:
@@ -126,23 +133,22 @@ def _grouper(
         keep.append(item)
         return found
 
-    keep: list[Any] = []  # the items looked up by id, alive while the ids are used
     return group
 
 
-def _request(
+def _line(
     records: Iterable[JoinedRecord],
-    encode: Callable[[Any], dict[str, Any]],
+    encode: Callable[[Any], str],
     resources_key: str,
     scopes_key: str,
     items_key: str,
     cache: EncodedCache | None,
-) -> tuple[dict[str, Any] | None, int]:
+) -> tuple[str | None, int]:
     cache = cache or EncodedCache()
     resource_group = _grouper(cache, _resource)
     scope_group = _grouper(cache, _scope)
     # Grouped by resource, then scope, first seen first, as the encoder's dicts do.
-    groups: dict[_Group, dict[_Group, list[dict[str, Any]]]] = {}
+    groups: dict[_Group, dict[_Group, list[str]]] = {}
     failed = 0
     for checked, resource, scope in records:
         resource_of = resource_group(resource)
@@ -168,140 +174,138 @@ def _request(
     for resource_of, by_scope in groups.items():
         scope_items = []
         for scope_of, items in by_scope.items():
-            scope_item: dict[str, Any] = {"scope": scope_of.encoded, items_key: items}
-            if scope_of.first is not None and scope_of.first.schema_url:
-                scope_item["schemaUrl"] = scope_of.first.schema_url
-            scope_items.append(scope_item)
-        resource_item = {"resource": resource_of.encoded, scopes_key: scope_items}
-        if resource_of.first.schema_url:
-            resource_item["schemaUrl"] = resource_of.first.schema_url
-        resource_items.append(resource_item)
-    return {resources_key: resource_items}, failed
+            url = scope_of.first.schema_url if scope_of.first is not None else None
+            scope_items.append(
+                f'{{"scope":{scope_of.encoded},"{items_key}":[{",".join(items)}]'
+                + (f',"schemaUrl":{_quote(url)}}}' if url else "}")
+            )
+        url = resource_of.first.schema_url
+        resource_items.append(
+            f'{{"resource":{resource_of.encoded},"{scopes_key}":[{",".join(scope_items)}]'
+            + (f',"schemaUrl":{_quote(url)}}}' if url else "}")
+        )
+    return f'{{"{resources_key}":[{",".join(resource_items)}]}}', failed
 
 
-def _resource(resource: Resource) -> dict[str, Any]:
+def _resource(resource: Resource) -> str:
     _text(resource.schema_url)
-    encoded: dict[str, Any] = {}
     attributes = _attributes(resource.attributes, clean=False)  # the SDK cleaned them
-    if attributes:
-        encoded["attributes"] = attributes
-    return encoded
+    return f'{{"attributes":[{attributes}]}}' if attributes else "{}"
 
 
-def _scope(scope: InstrumentationScope | None) -> dict[str, Any]:
-    encoded: dict[str, Any] = {}
+def _scope(scope: InstrumentationScope | None) -> str:
     if scope is None:
-        return encoded
+        return "{}"
     _text(scope.schema_url or "")
+    parts = []
     if scope.name:
-        encoded["name"] = _text(scope.name)
+        parts.append(f'"name":{_quote(_text(scope.name))}')
     if scope.version:
-        encoded["version"] = _text(scope.version)
+        parts.append(f'"version":{_quote(_text(scope.version))}')
     attributes = _attributes(scope.attributes or {}, clean=False)
     if attributes:
-        encoded["attributes"] = attributes
-    return encoded
+        parts.append(f'"attributes":[{attributes}]')
+    return "{" + ",".join(parts) + "}"
 
 
-def _span(span: CheckedSpan) -> dict[str, Any]:
-    encoded: dict[str, Any] = {
-        "traceId": f"{span.trace_id:032x}",
-        "spanId": f"{span.span_id:016x}",
-    }
+def _span(span: CheckedSpan) -> str:
+    parts = [f'{{"traceId":"{span.trace_id:032x}","spanId":"{span.span_id:016x}"']
     if span.trace_state:
-        encoded["traceState"] = _text(",".join(f"{k}={v}" for k, v in span.trace_state))
+        trace_state = ",".join(f"{k}={v}" for k, v in span.trace_state)
+        parts.append(f',"traceState":{_quote(_text(trace_state))}')
     flags = _HAS_IS_REMOTE
     if span.parent_span_id is not None:
-        encoded["parentSpanId"] = f"{span.parent_span_id:016x}"
+        parts.append(f',"parentSpanId":"{span.parent_span_id:016x}"')
         if span.parent_is_remote:
             flags |= _IS_REMOTE
     if span.name:
-        encoded["name"] = _text(span.name)
-    encoded["kind"] = span.kind + 1  # SpanKind.INTERNAL (0) is SPAN_KIND_INTERNAL (1)...
+        parts.append(f',"name":{_quote(_text(span.name))}')
+    # SpanKind.INTERNAL (0) is SPAN_KIND_INTERNAL (1), and so on.
+    parts.append(f',"kind":{span.kind + 1}')
     if span.start_time_ns:
-        encoded["startTimeUnixNano"] = str(span.start_time_ns)
+        parts.append(f',"startTimeUnixNano":"{span.start_time_ns}"')
     if span.end_time_ns:
-        encoded["endTimeUnixNano"] = str(span.end_time_ns)
+        parts.append(f',"endTimeUnixNano":"{span.end_time_ns}"')
     if span.attributes:
         attributes = _attributes(span.attributes)
         if attributes:
-            encoded["attributes"] = attributes
+            parts.append(f',"attributes":[{attributes}]')
     if span.dropped_attributes:
-        encoded["droppedAttributesCount"] = span.dropped_attributes
+        parts.append(f',"droppedAttributesCount":{span.dropped_attributes}')
     if span.events:
-        encoded["events"] = [_event(event) for event in span.events]
+        parts.append(f',"events":[{",".join([_event(event) for event in span.events])}]')
     if span.dropped_events:
-        encoded["droppedEventsCount"] = span.dropped_events
+        parts.append(f',"droppedEventsCount":{span.dropped_events}')
     if span.links:
-        encoded["links"] = [_link(link) for link in span.links]
+        parts.append(f',"links":[{",".join([_link(link) for link in span.links])}]')
     if span.dropped_links:
-        encoded["droppedLinksCount"] = span.dropped_links
-    status: dict[str, Any] = {}
-    if span.status_code == 2 and span.status_description:  # the SDK keeps it for ERROR
-        status["message"] = _text(span.status_description)
-    if span.status_code:
-        status["code"] = span.status_code
-    encoded["status"] = status
-    encoded["flags"] = flags
-    return encoded
+        parts.append(f',"droppedLinksCount":{span.dropped_links}')
+    code = span.status_code
+    if code == 2 and span.status_description:  # the SDK keeps a description for ERROR
+        parts.append(f',"status":{{"message":{_quote(_text(span.status_description))},"code":2}}')
+    elif code:
+        parts.append(f',"status":{{"code":{code}}}')
+    else:
+        parts.append(',"status":{}')
+    parts.append(f',"flags":{flags}}}')
+    return "".join(parts)
 
 
-def _event(event: CheckedEvent) -> dict[str, Any]:
-    encoded: dict[str, Any] = {}
+def _event(event: CheckedEvent) -> str:
+    parts = []
     if event.time_ns:
-        encoded["timeUnixNano"] = str(event.time_ns)
+        parts.append(f'"timeUnixNano":"{event.time_ns}"')
     if event.name:
-        encoded["name"] = _text(event.name)
+        parts.append(f'"name":{_quote(_text(event.name))}')
     if event.attributes:
         attributes = _attributes(event.attributes)
         if attributes:
-            encoded["attributes"] = attributes
+            parts.append(f'"attributes":[{attributes}]')
     if event.dropped:
-        encoded["droppedAttributesCount"] = event.dropped
-    return encoded
+        parts.append(f'"droppedAttributesCount":{event.dropped}')
+    return "{" + ",".join(parts) + "}"
 
 
-def _link(link: CheckedLink) -> dict[str, Any]:
-    encoded: dict[str, Any] = {
-        "traceId": f"{link.trace_id:032x}",
-        "spanId": f"{link.span_id:016x}",
-    }  # the encoder writes no trace state for a link
+def _link(link: CheckedLink) -> str:
+    # The encoder writes no trace state for a link.
+    parts = [f'{{"traceId":"{link.trace_id:032x}","spanId":"{link.span_id:016x}"']
     if link.attributes:
         attributes = _attributes(link.attributes)
         if attributes:
-            encoded["attributes"] = attributes
+            parts.append(f',"attributes":[{attributes}]')
     if link.dropped:
-        encoded["droppedAttributesCount"] = link.dropped
-    encoded["flags"] = _HAS_IS_REMOTE | _IS_REMOTE if link.is_remote else _HAS_IS_REMOTE
-    return encoded
+        parts.append(f',"droppedAttributesCount":{link.dropped}')
+    flags = _HAS_IS_REMOTE | _IS_REMOTE if link.is_remote else _HAS_IS_REMOTE
+    parts.append(f',"flags":{flags}}}')
+    return "".join(parts)
 
 
-def _log(log: CheckedLog) -> dict[str, Any]:
-    encoded: dict[str, Any] = {}
+def _log(log: CheckedLog) -> str:
+    parts = []
     if log.time_ns:
-        encoded["timeUnixNano"] = str(log.time_ns)
+        parts.append(f'"timeUnixNano":"{log.time_ns}"')
     if log.severity_number:
-        encoded["severityNumber"] = log.severity_number
+        parts.append(f'"severityNumber":{log.severity_number}')
     if log.severity_text:
-        encoded["severityText"] = _text(log.severity_text)
-    encoded["body"] = _value(log.body, False)  # the SDK keeps a body as it was given
+        parts.append(f'"severityText":{_quote(_text(log.severity_text))}')
+    parts.append(f'"body":{_value(log.body, False)}')  # the SDK keeps a body as given
     if log.attributes:
         attributes = _attributes(log.attributes)
         if attributes:
-            encoded["attributes"] = attributes
+            parts.append(f'"attributes":[{attributes}]')
     if log.dropped_attributes:
-        encoded["droppedAttributesCount"] = log.dropped_attributes
+        parts.append(f'"droppedAttributesCount":{log.dropped_attributes}')
     if log.trace_flags:
-        encoded["flags"] = log.trace_flags
+        parts.append(f'"flags":{log.trace_flags}')
     if log.trace_id:
-        encoded["traceId"] = f"{log.trace_id:032x}"
+        parts.append(f'"traceId":"{log.trace_id:032x}"')
     if log.span_id:
-        encoded["spanId"] = f"{log.span_id:016x}"
+        parts.append(f'"spanId":"{log.span_id:016x}"')
     if log.observed_time_ns:
-        encoded["observedTimeUnixNano"] = str(log.observed_time_ns)
+        parts.append(f'"observedTimeUnixNano":"{log.observed_time_ns}"')
     if log.event_name:
-        encoded["eventName"] = _text(log.event_name)
-    return encoded
+        parts.append(f'"eventName":{_quote(_text(log.event_name))}')
+    return "{" + ",".join(parts) + "}"
 
 
 def _text(text: str) -> str:
@@ -314,55 +318,60 @@ def _text(text: str) -> str:
     return text
 
 
-def _attributes(attributes: Mapping[str, Any], clean: bool = True) -> list[dict[str, Any]]:
-    """KeyValues, as the SDK cleans attributes (``clean``: ``""`` keys left out) and the
-    encoder writes them (an attribute it cannot carry left out)."""
+def _attributes(attributes: Mapping[str, Any], clean: bool = True) -> str:
+    """KeyValues, comma-separated, as the SDK cleans attributes (``clean``: ``""`` keys left
+    out) and the encoder writes them (an attribute it cannot carry left out)."""
     encoded = []
     for key, value in attributes.items():
         try:
             if type(value) is str and value.isascii() and key.isascii():  # the common case
                 if key:
-                    encoded.append({"key": key, "value": {"stringValue": value}})
+                    encoded.append(
+                        f'{{"key":{_quote(key)},"value":{{"stringValue":{_quote(value)}}}}}'
+                    )
                 elif not clean:
-                    encoded.append({"value": {"stringValue": value}})
+                    encoded.append(f'{{"value":{{"stringValue":{_quote(value)}}}}}')
             elif key:
-                encoded.append({"key": _text(key), "value": _value(value, clean)})
+                encoded.append(f'{{"key":{_quote(_text(key))},"value":{_value(value, clean)}}}')
             elif not clean:
-                encoded.append({"value": _value(value, clean)})
+                encoded.append(f'{{"value":{_value(value, clean)}}}')
         except Unrepresentable:
             continue
-    return encoded
+    return ",".join(encoded)
 
 
-def _value(value: Any, clean: bool) -> dict[str, Any]:
+def _value(value: Any, clean: bool) -> str:
     """An AnyValue; ``clean``: mappings without ``""`` keys, as the SDK keeps attributes."""
     kind = type(value)
     if kind is str:
-        return {"stringValue": _text(value)}
+        return f'{{"stringValue":{_quote(_text(value))}}}'
     if kind is bool:
-        return {"boolValue": value}
+        return '{"boolValue":true}' if value else '{"boolValue":false}'
     if kind is int:
         if not _INT64_MIN <= value <= _INT64_MAX:
             raise Unrepresentable("an integer beyond 64 bits")
-        return {"intValue": str(value)}
+        return f'{{"intValue":"{value}"}}'
     if kind is float:
         if value != value:
-            return {"doubleValue": "NaN"}
-        return {"doubleValue": _NON_FINITE.get(value, value)}
+            return '{"doubleValue":"NaN"}'
+        non_finite = _NON_FINITE.get(value)
+        return non_finite or f'{{"doubleValue":{_float(value)}}}'
     if value is None:
-        return {}
+        return "{}"
     if kind is bytes:
-        return {"bytesValue": base64.b64encode(value).decode()}
+        return f'{{"bytesValue":"{base64.b64encode(value).decode()}"}}'
     if kind is list or kind is tuple:
-        return {"arrayValue": {"values": [_value(v, clean) for v in value]} if value else {}}
+        if not value:
+            return '{"arrayValue":{}}'
+        return f'{{"arrayValue":{{"values":[{",".join([_value(v, clean) for v in value])}]}}}}'
     if kind is dict:
-        values: list[dict[str, Any]] = []
+        values = []
         for key, item in value.items():
-            if not key:
-                if clean:
-                    continue
-                values.append({"value": _value(item, clean)})
-            else:
-                values.append({"key": _text(key), "value": _value(item, clean)})
-        return {"kvlistValue": {"values": values} if values else {}}
+            if key:
+                values.append(f'{{"key":{_quote(_text(key))},"value":{_value(item, clean)}}}')
+            elif not clean:
+                values.append(f'{{"value":{_value(item, clean)}}}')
+        if not values:
+            return '{"kvlistValue":{}}'
+        return f'{{"kvlistValue":{{"values":[{",".join(values)}]}}}}'
     raise Unrepresentable(f"not an AnyValue: {type(value).__qualname__}")

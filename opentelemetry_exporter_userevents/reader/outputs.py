@@ -73,10 +73,10 @@ class OtlpJsonOutput:
         if joined:
             spans_joined = [i for i in joined if type(i.checked) is CheckedSpan]
             if spans_joined:
-                self._write(otlp_json_direct.spans_request(spans_joined, self._encoded))
+                self._write_line(otlp_json_direct.spans_line(spans_joined, self._encoded))
             if len(spans_joined) < len(joined):
                 logs_joined = [i for i in joined if type(i.checked) is not CheckedSpan]
-                self._write(otlp_json_direct.logs_request(logs_joined, self._encoded))
+                self._write_line(otlp_json_direct.logs_line(logs_joined, self._encoded))
         spans, logs = _split(items)
         if spans:
             self._write(otlp_json.skipping_unrepresentable(otlp_json.spans_request, spans))
@@ -92,6 +92,12 @@ class OtlpJsonOutput:
         self.failed += skipped
         if request is not None:
             self.out.write(otlp_json.dumps(request) + "\n")
+
+    def _write_line(self, encoded: tuple[str | None, int]) -> None:
+        line, skipped = encoded
+        self.failed += skipped
+        if line is not None:
+            self.out.write(line + "\n")
 
     def close(self) -> None:
         pass
