@@ -9,7 +9,8 @@ receiver reads: the protobuf JSON mapping with lowerCamelCase names, enums as in
 64-bit integers as strings, and (unlike plain protobuf JSON) trace and span ids as hex
 (OTLP specification, "JSON Protobuf Encoding"). Spans and logs go through the OTLP
 exporters' own encoder (opentelemetry-exporter-otlp-proto-common), so the result is the
-same as any OTLP exporter would send.
+same as any OTLP exporter would send. The reader's OTLP/JSON output writes the same lines
+straight from checked records (:mod:`.otlp_json_direct`), tested equal to these.
 """
 
 from __future__ import annotations
