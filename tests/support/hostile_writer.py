@@ -40,8 +40,10 @@ import time
 from typing import Any
 
 DIAG_IOCSREG = 0xC0082A00  # _IOWR('*', 0, struct user_reg *), x86_64
+DIAG_IOCSUNREG = 0x40082A02  # _IOW('*', 2, struct user_unreg *), x86_64
 USER_EVENT_REG_MULTI_FORMAT = 2
 _USER_REG = struct.Struct("<IBBHQQI")  # size, enable_bit, enable_size, flags, addr, name, index
+_USER_UNREG = struct.Struct("<IBBHQ")  # size, disable_bit, reserved, reserved2, disable_addr
 
 KEYS = (
     "span",
@@ -374,6 +376,12 @@ class Writer:
         os.writev(self.fd, [struct.pack("<i", self.index[key]), payload])
 
     def close(self) -> None:
+        """Unregister every enable word before the page goes: the kernel's enablers outlive
+        the fd, so it would go on setting bits in whatever memory reuses the page (and this
+        process could not register anything else at those addresses)."""
+        for slot in self.slot.values():
+            request = _USER_UNREG.pack(_USER_UNREG.size, 0, 0, 0, self._base + 4 * slot)
+            fcntl.ioctl(self.fd, DIAG_IOCSUNREG, request)
         os.close(self.fd)
 
 
