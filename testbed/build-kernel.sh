@@ -5,8 +5,9 @@
 # Why: stock distribution kernels (Debian's 6.1 and 6.12 included) ship with
 # "# CONFIG_USER_EVENTS is not set", so user_events cannot be tested natively.
 # This rebuilds an equivalent of the project's test image: Debian's linux-source-6.12,
-# `make tinyconfig`, merged with the fragment below (merge_config.sh), `make olddefconfig`,
-# `make bzImage`. It writes the bzImage and its .config (as full.config, beside it).
+# `make tinyconfig`, merged with testbed/user-events.config (merge_config.sh -m),
+# `make olddefconfig`, `make bzImage`. It writes the bzImage and its .config (as
+# full.config, beside it).
 #
 # Usage: build-kernel.sh [OUTPUT] [--no-multi-format] [--jobs N] [--source DIR]
 #                        [--suite SUITE] [--keep-work]
@@ -37,7 +38,7 @@ while [ $# -gt 0 ]; do
     --suite) SUITE=${2:?--suite needs SUITE}; shift 2 ;;
     --keep-work) KEEP=1; shift ;;
     --no-multi-format) NO_MULTI=1; shift ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     -*) die "unknown option $1" ;;
     *) OUT=$1; shift ;;
   esac
@@ -53,75 +54,13 @@ if [ "$KEEP" = 1 ]; then log "work dir: $WORK"; else trap 'rm -rf "$WORK"' EXIT;
 ROOT=0; [ "$(id -u)" = 0 ] && ROOT=1
 HAVE_APT=0; command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null && HAVE_APT=1
 
-# Kernel config fragment (same content as the project's user-events.config).
+# Kernel config fragment: testbed/user-events.config, beside this script (the same file as
+# the shipped images' ../shared/kernel/user-events.config; tests/test_build_kernel_config.py
+# fails if they differ). Copied into the work dir, since --no-multi-format appends to it.
+FRAG_SRC=$(dirname "$(readlink -f "$0")")/user-events.config
+[ -f "$FRAG_SRC" ] || die "$FRAG_SRC is missing (the config fragment this script builds with)"
 FRAG=$WORK/user-events.config
-cat > "$FRAG" <<'EOF'
-CONFIG_64BIT=y
-CONFIG_PRINTK=y
-CONFIG_EARLY_PRINTK=y
-CONFIG_TTY=y
-CONFIG_SERIAL_8250=y
-CONFIG_SERIAL_8250_CONSOLE=y
-CONFIG_BINFMT_ELF=y
-CONFIG_BINFMT_SCRIPT=y
-CONFIG_PROC_FS=y
-CONFIG_PROC_SYSCTL=y
-CONFIG_SYSFS=y
-CONFIG_TMPFS=y
-CONFIG_DEVTMPFS=y
-CONFIG_DEVTMPFS_MOUNT=y
-CONFIG_BLK_DEV_INITRD=y
-CONFIG_RD_GZIP=y
-CONFIG_MULTIUSER=y
-CONFIG_FUTEX=y
-CONFIG_EPOLL=y
-CONFIG_EVENTFD=y
-CONFIG_SIGNALFD=y
-CONFIG_TIMERFD=y
-CONFIG_SHMEM=y
-CONFIG_AIO=y
-CONFIG_FILE_LOCKING=y
-CONFIG_POSIX_TIMERS=y
-CONFIG_SYSVIPC=y
-CONFIG_ADVISE_SYSCALLS=y
-CONFIG_MEMBARRIER=y
-CONFIG_RSEQ=y
-CONFIG_NET=y
-CONFIG_UNIX=y
-CONFIG_INET=y
-CONFIG_PCI=y
-CONFIG_VIRTIO_MENU=y
-CONFIG_VIRTIO=y
-CONFIG_VIRTIO_PCI=y
-CONFIG_NET_9P=y
-CONFIG_NET_9P_VIRTIO=y
-CONFIG_NETWORK_FILESYSTEMS=y
-CONFIG_9P_FS=y
-CONFIG_9P_FS_POSIX_ACL=y
-CONFIG_OVERLAY_FS=y
-CONFIG_FTRACE=y
-CONFIG_TRACING_SUPPORT=y
-CONFIG_USER_EVENTS=y
-CONFIG_PERF_EVENTS=y
-CONFIG_BPF_SYSCALL=y
-CONFIG_BPF_EVENTS=y
-CONFIG_UPROBES=y
-CONFIG_UPROBE_EVENTS=y
-CONFIG_PVH=y
-CONFIG_SMP=y
-CONFIG_HIGH_RES_TIMERS=y
-CONFIG_HYPERVISOR_GUEST=y
-CONFIG_PARAVIRT=y
-CONFIG_KVM_GUEST=y
-CONFIG_CPU_SUP_INTEL=y
-CONFIG_CPU_SUP_AMD=y
-CONFIG_X86_TSC=y
-CONFIG_UNIX98_PTYS=y
-CONFIG_SECCOMP=y
-CONFIG_CGROUPS=y
-CONFIG_KALLSYMS=y
-CONFIG_DEBUG_FS=y
-EOF
+cp "$FRAG_SRC" "$FRAG"
 
 # Build dependencies.
 DEPS="flex bison bc libelf-dev libssl-dev make gcc xz-utils"
