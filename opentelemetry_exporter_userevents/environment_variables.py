@@ -23,6 +23,11 @@ OTEL_EXPORTER_USER_EVENTS_RESOURCE_INTERVAL = "OTEL_EXPORTER_USER_EVENTS_RESOURC
 OTEL_EXPORTER_USER_EVENTS_TRACEFS = "OTEL_EXPORTER_USER_EVENTS_TRACEFS"
 """tracefs mount point, when it is not found from /proc/mounts."""
 
+OTEL_EXPORTER_USER_EVENTS_DATA = "OTEL_EXPORTER_USER_EVENTS_DATA"
+"""Path of the ``user_events_data`` file, for a container that has only that file
+bind-mounted from the host (no tracefs). Not needed when the file is mounted under the name
+``user_events_data``: it is then found from /proc/mounts."""
+
 OTEL_EXPORTER_USER_EVENTS_MULTI_FORMAT = "OTEL_EXPORTER_USER_EVENTS_MULTI_FORMAT"
 """``true`` (default): multi-format events (``user_events_multi/<name>.<id>``) on kernels
 that have them (6.9+), the single-format layout elsewhere. ``false``: the single-format

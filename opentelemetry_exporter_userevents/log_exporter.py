@@ -43,6 +43,7 @@ class UserEventsLogExporter(ExporterBase[ReadableLogRecord], LogRecordExporter):
         max_record_size: int | None = None,
         resource_interval_millis: int | None = None,
         tracefs: str | None = None,
+        user_events_data: str | None = None,
         multi_format: bool | None = None,
         redact: Redactor | None = None,
         meter_provider: MeterProvider | None = None,
@@ -53,6 +54,7 @@ class UserEventsLogExporter(ExporterBase[ReadableLogRecord], LogRecordExporter):
             max_record_size=max_record_size,
             resource_interval_millis=resource_interval_millis,
             tracefs=tracefs,
+            user_events_data=user_events_data,
             multi_format=multi_format,
             **kwargs,
         )

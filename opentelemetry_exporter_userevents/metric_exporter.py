@@ -173,6 +173,7 @@ class UserEventsMetricExporter(ExporterBase[PointItem], MetricExporter):
         max_record_size: int | None = None,
         resource_interval_millis: int | None = None,
         tracefs: str | None = None,
+        user_events_data: str | None = None,
         multi_format: bool | None = None,
         redact: Redactor | None = None,
         preferred_temporality: dict[type, AggregationTemporality] | None = None,
@@ -185,6 +186,7 @@ class UserEventsMetricExporter(ExporterBase[PointItem], MetricExporter):
             max_record_size=max_record_size,
             resource_interval_millis=resource_interval_millis,
             tracefs=tracefs,
+            user_events_data=user_events_data,
             multi_format=multi_format,
             **kwargs,
         )

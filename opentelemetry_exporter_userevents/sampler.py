@@ -49,10 +49,11 @@ _DROP = SamplingResult(Decision.DROP)
 class UserEventsSampler(Sampler):
     """Returns DROP while no tracer listens to the span tracepoint; else asks ``parent``.
 
-    ``parent`` defaults to the SDK's default, ``ParentBased(ALWAYS_ON)``. ``prefix`` and
-    ``tracefs`` must match the span exporter's (both default to the same environment
-    variables). The sampler registers the span tracepoint itself: a tracepoint of the same
-    format is the same tracepoint, so its enable bit is the exporter's. Without
+    ``parent`` defaults to the SDK's default, ``ParentBased(ALWAYS_ON)``. ``prefix``,
+    ``tracefs`` and ``user_events_data`` must match the span exporter's (they default to the
+    same environment variables). The sampler registers the span tracepoint itself: a
+    tracepoint of the same format is the same tracepoint, so its enable bit is the
+    exporter's. Without
     user_events, nobody can listen, and every span is dropped.
     """
 
@@ -63,13 +64,20 @@ class UserEventsSampler(Sampler):
         prefix: str | None = None,
         tracefs: str | None = None,
         multi_format: bool | None = None,
+        user_events_data: str | None = None,
     ) -> None:
         self.parent = parent if parent is not None else ParentBased(ALWAYS_ON)
         config = ExporterConfig.from_arguments(
-            prefix=prefix, tracefs=tracefs, multi_format=multi_format
+            prefix=prefix,
+            tracefs=tracefs,
+            multi_format=multi_format,
+            user_events_data=user_events_data,
         )
         self._writer = EventWriter(
-            config.tracefs, {"span": (span_tracepoint(config.prefix), SPAN)}, config.multi_format
+            config.tracefs,
+            {"span": (span_tracepoint(config.prefix), SPAN)},
+            config.multi_format,
+            config.user_events_data,
         )
         self.registration = self._writer.registrations["span"]
         self._word = enable_word(self.registration)

@@ -133,12 +133,14 @@ def test_find_tracefs_none(tmp_path, monkeypatch):
 
 def test_unavailable_without_tracefs(tmp_path, monkeypatch):
     monkeypatch.setattr(Tracefs, "find", classmethod(lambda cls, mounts="": None))
+    monkeypatch.setattr(tracefs_module, "find_data_file", lambda mounts="": None)
 
     data = UserEventsData()
 
     assert not data.available
-    assert "tracefs is not mounted" in data.reason
-    with pytest.raises(UserEventsUnavailable, match="tracefs is not mounted"):
+    assert "neither tracefs nor a bind-mounted user_events_data" in data.reason
+    assert "OTEL_EXPORTER_USER_EVENTS_DATA" in data.reason
+    with pytest.raises(UserEventsUnavailable, match="neither tracefs nor"):
         data.register("ev u32 a")
     data.close()
 

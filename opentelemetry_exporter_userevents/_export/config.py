@@ -25,6 +25,8 @@ class ExporterConfig:
     max_record_size: int = FTRACE_MAX_PAYLOAD
     resource_interval_millis: int = 10_000
     tracefs: str | None = None
+    user_events_data: str | None = None
+    """The ``user_events_data`` file itself, when only it is bind-mounted (a container)."""
     multi_format: bool = True
     """Register multi-format events where the kernel has them (6.9+); False: the
     single-format layout on every kernel (what perf, trace-cmd and the otel-arrow
@@ -38,6 +40,7 @@ class ExporterConfig:
         max_record_size: int | None = None,
         resource_interval_millis: int | None = None,
         tracefs: str | None = None,
+        user_events_data: str | None = None,
         multi_format: bool | str | None = None,
         **unknown: Any,
     ) -> ExporterConfig:
@@ -72,6 +75,9 @@ class ExporterConfig:
             max_record_size=size or cls.max_record_size,
             resource_interval_millis=interval or cls.resource_interval_millis,
             tracefs=tracefs or os.environ.get(env.OTEL_EXPORTER_USER_EVENTS_TRACEFS) or None,
+            user_events_data=(
+                user_events_data or os.environ.get(env.OTEL_EXPORTER_USER_EVENTS_DATA) or None
+            ),
             multi_format=_boolean(multi_format, env.OTEL_EXPORTER_USER_EVENTS_MULTI_FORMAT, True),
         )
 

@@ -60,7 +60,9 @@ class ExporterBase(Generic[Item]):
         self.config = config
         self._redact = checked(redact)
         tracepoints = {**tracepoints, "resource": (resource_tracepoint(config.prefix), RESOURCE)}
-        self._writer = EventWriter(config.tracefs, tracepoints, config.multi_format)
+        self._writer = EventWriter(
+            config.tracefs, tracepoints, config.multi_format, config.user_events_data
+        )
         self._resources = ResourceAnnouncer(
             self._writer,
             self._writer.registrations["resource"],

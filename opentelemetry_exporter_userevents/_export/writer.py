@@ -87,13 +87,14 @@ class EventWriter:
         tracefs: str | None,
         tracepoints: dict[str, tuple[str, Schema]],
         multi_format: bool = True,
+        data_path: str | None = None,
     ) -> None:
         """``tracepoints``: key -> (base name, schema). Each registers multi-format where
         the kernel can and ``multi_format`` is True, else under its versioned
         single-format name (record.tracepoints)."""
         self.stats = ExportStats()
         self._reported: set[object] = set()
-        self._data = UserEventsData(tracefs)
+        self._data = UserEventsData(tracefs, data_path)
         self.registrations: dict[str, Registration | None] = dict.fromkeys(tracepoints)
         self.announcement = Announcement()
         if not self._data.available:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import sys
 
 from opentelemetry_exporter_userevents.abi.format import (
@@ -35,19 +36,11 @@ class Tracefs:
         """Locate tracefs from ``mounts`` (tracefs, or debugfs's ``tracing``), else the usual
         paths; None if none looks like tracefs."""
         mounted: list[str] = []
-        try:
-            with open(mounts, encoding="utf-8", errors="replace") as file:
-                for line in file:
-                    parts = line.split()
-                    if len(parts) < 3:
-                        continue
-                    point = parts[1].replace("\\040", " ")
-                    if parts[2] == "tracefs":
-                        mounted.insert(0, point)
-                    elif parts[2] == "debugfs":
-                        mounted.append(os.path.join(point, "tracing"))
-        except OSError:
-            pass
+        for point, kind in _mount_points(mounts):
+            if kind == "tracefs":
+                mounted.insert(0, point)
+            elif kind == "debugfs":
+                mounted.append(os.path.join(point, "tracing"))
         # tracefs's root is 0700 by default: an unprivileged user can see a mount point but
         # not its files, so a mounted tracefs counts even when its files cannot be read.
         for candidate in mounted:
@@ -313,9 +306,20 @@ class TracefsError(Exception):
     """tracefs cannot be used here for reading; the message says why and what to do."""
 
 
+DATA_FILE = "user_events_data"
+
 NOT_MOUNTED = (
     "tracefs is not mounted (looked in /proc/mounts, /sys/kernel/tracing and "
     "/sys/kernel/debug/tracing); as root: mount -t tracefs nodev /sys/kernel/tracing"
+)
+
+NO_DATA_FILE = (
+    "neither tracefs nor a bind-mounted user_events_data is here (looked in /proc/mounts "
+    "for a tracefs mount, or a file named user_events_data mounted from one, and in "
+    "/sys/kernel/tracing and /sys/kernel/debug/tracing): on a host, as root: mount -t "
+    "tracefs nodev /sys/kernel/tracing; in a container, bind-mount the host's "
+    "/sys/kernel/tracing/user_events_data and, if its path is not named user_events_data, "
+    "set OTEL_EXPORTER_USER_EVENTS_DATA to it"
 )
 
 
@@ -352,33 +356,79 @@ def check_user_events(tracefs: Tracefs) -> None:
         raise TracefsError(no_user_events(data_path))
 
 
+def find_data_file(mounts: str = "/proc/mounts") -> str | None:
+    """A ``user_events_data`` file bind-mounted alone, as a container gets it: a tracefs
+    mount whose mount point is a file named ``user_events_data``; None if there is none.
+
+    Only that name is taken: another tracefs file bound alone (``trace_marker``) is not
+    ours to write registrations to. Any other name needs OTEL_EXPORTER_USER_EVENTS_DATA.
+    """
+    for point, kind in _mount_points(mounts):
+        if kind == "tracefs" and os.path.basename(point) == DATA_FILE and os.path.isfile(point):
+            return point
+    return None
+
+
+_MOUNT_ESCAPE = re.compile(r"\\([0-7]{3})")
+
+
+def _mount_points(mounts: str) -> list[tuple[str, str]]:
+    """(mount point, file system type) of each line of ``mounts``; the kernel writes
+    space, tab, newline and backslash in a mount point as octal escapes (``\\040``)."""
+    points: list[tuple[str, str]] = []
+    try:
+        with open(mounts, encoding="utf-8", errors="replace") as file:
+            for line in file:
+                parts = line.split()
+                if len(parts) >= 3:
+                    point = _MOUNT_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), parts[1])
+                    points.append((point, parts[2]))
+    except OSError:
+        pass
+    return points
+
+
 def open_user_events_data(
     path: str | os.PathLike[str] | None,
+    data_path: str | os.PathLike[str] | None = None,
 ) -> tuple[Tracefs | None, int, str | None]:
-    """Open ``user_events_data`` for writing: (tracefs, fd, None), or (tracefs or None, -1,
-    why not) when user_events cannot be used here; never raises."""
+    """Open ``user_events_data`` for writing: (tracefs or None, fd, None), or (tracefs or
+    None, -1, why not) when user_events cannot be used here; never raises.
+
+    The file is ``data_path`` if given; else the one in ``path`` (tracefs) or in the
+    mounted tracefs; else one bind-mounted alone (:func:`find_data_file`). Writing needs
+    only that file: tracefs is None when only the file is here (a container), and what
+    would read tracefs (a multi-format event's tracefs name) says it is not known.
+    """
     if not sys.platform.startswith("linux"):
         return None, -1, f"user_events needs Linux, this is {sys.platform}"
     tracefs = Tracefs(os.fspath(path)) if path is not None else Tracefs.find()
-    if tracefs is None:
-        return (
-            None,
-            -1,
-            NOT_MOUNTED,
-        )
-    data_path = os.path.join(tracefs.path, "user_events_data")
+    if data_path is not None:
+        data_file = os.fspath(data_path)
+    elif tracefs is not None:
+        data_file = os.path.join(tracefs.path, DATA_FILE)
+    else:
+        found = find_data_file()
+        if found is None:
+            return None, -1, NO_DATA_FILE
+        data_file = found
     try:
-        fd = os.open(data_path, os.O_RDWR | os.O_CLOEXEC)
+        fd = os.open(data_file, os.O_RDWR | os.O_CLOEXEC)
     except OSError as exc:
         if exc.errno == errno.ENOENT:
-            reason = no_user_events(data_path)
-        elif exc.errno in (errno.EACCES, errno.EPERM):
             reason = (
-                f"no permission to open {data_path} for writing: it is root-owned, mode 0640 "
+                f"{data_file} does not exist (OTEL_EXPORTER_USER_EVENTS_DATA names it)"
+                if data_path is not None
+                else no_user_events(data_file)
+            )
+        elif exc.errno in (errno.EACCES, errno.EPERM):
+            search = os.path.dirname(data_file) or "."
+            reason = (
+                f"no permission to open {data_file} for writing: it is root-owned, mode 0640 "
                 "by default; run as root or grant this user's group read-write access to it "
-                f"and search (x) access to {tracefs.path} (see the README)"
+                f"and search (x) access to {search} (see the README)"
             )
         else:
-            reason = f"cannot open {data_path}: {exc.strerror}"
+            reason = f"cannot open {data_file}: {exc.strerror}"
         return tracefs, -1, reason
     return tracefs, fd, None

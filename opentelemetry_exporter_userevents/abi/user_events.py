@@ -189,7 +189,14 @@ class UserEventsData:
     why, and :meth:`register` raises :class:`UserEventsUnavailable`.
     """
 
-    def __init__(self, tracefs: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self,
+        tracefs: str | os.PathLike[str] | None = None,
+        data_path: str | os.PathLike[str] | None = None,
+    ) -> None:
+        """``data_path``: the ``user_events_data`` file itself (bind-mounted alone in a
+        container); else the one of ``tracefs`` or of the mounted tracefs, else one found
+        bind-mounted alone in ``/proc/mounts``."""
         self.fd = -1
         self.reason: str | None = None
         self.tracefs: Tracefs | None = None
@@ -205,7 +212,7 @@ class UserEventsData:
         _all_data.add(self)
         self._registrations: dict[int, Registration] = {}
         self._shared_words: list[tuple[int, list[tuple[int, str]]]] = []  # address, enablers
-        self.tracefs, self.fd, self.reason = open_user_events_data(tracefs)
+        self.tracefs, self.fd, self.reason = open_user_events_data(tracefs, data_path)
 
     @property
     def available(self) -> bool:
