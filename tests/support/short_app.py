@@ -35,8 +35,17 @@ from opentelemetry_exporter_userevents import (
 from opentelemetry_exporter_userevents.reader import otlp_json
 
 
-def main(prefix: str, service: str, wait_listened: bool, settle: float = 0.0) -> dict[str, object]:
-    resource = Resource({"service.name": service, "service.version": "1.0"})
+def main(
+    prefix: str,
+    service: str,
+    wait_listened: bool,
+    settle: float = 0.0,
+    more_resource: dict[str, object] | None = None,
+) -> dict[str, object]:
+    """``more_resource``: more resource attributes (a process detector's ``process.pid``)."""
+    resource = Resource(
+        {"service.name": service, "service.version": "1.0", **(more_resource or {})}
+    )
     spans, logs = InMemorySpanExporter(), InMemoryLogRecordExporter()
     span_exporter = UserEventsSpanExporter(prefix=prefix)
     tracer_provider = TracerProvider(resource=resource)
