@@ -17,6 +17,14 @@ attribute sequences as tuples, dropped counts in ``BoundedAttributes``/``Bounded
 Resource and one InstrumentationScope object per distinct value (the OTLP encoder groups by
 them).
 
+With a :class:`.process_view.ProcessViews` (``record`` only: a capture's pids are another
+time's), each record's resource also gets what the host sees of its writer (its pid, the
+kernel's ``common_pid``): ``container.id``, ``host.name``, the host's ``process.pid``. The
+same resource id can come from two processes in two containers (the same app makes the same
+resource), so the view is the record's, and there is one Resource object per resource id
+and view (:data:`MAX_JOINED_RESOURCES`, made again when forgotten: equal objects group
+alike). Without one, resources are exactly as their records announced them.
+
 Memory is bounded whatever the writers do (the ``MAX_*`` constants): the oldest resource is
 forgotten past ``MAX_RESOURCES`` (it is announced again within its interval), the records
 waiting longest are released without their resource past ``MAX_PENDING_RECORDS`` or
@@ -58,6 +66,11 @@ from opentelemetry_exporter_userevents.reader.checked_records import (
     CheckedSpan,
 )
 from opentelemetry_exporter_userevents.reader.decoder import TraceRecord
+from opentelemetry_exporter_userevents.reader.process_view import (
+    ProcessView,
+    ProcessViews,
+    merged_resource,
+)
 from opentelemetry_exporter_userevents.reader.rebuild_metrics import MetricPoint, rebuild_point
 from opentelemetry_exporter_userevents.reader.sdk_values import (
     bounded_attributes,
@@ -98,6 +111,9 @@ MAX_SERVICES = 1024
 """Services counted by name; records of more are counted in ``other_services``."""
 MAX_INVALID_PIDS = 64
 """Writer pids whose invalid records are counted by pid; more in ``invalid_other_pids``."""
+MAX_JOINED_RESOURCES = 4096
+"""Resources joined with a writer's view kept (the first made is forgotten, and made again
+when needed: nothing is lost)."""
 
 Checked = CheckedSpan | CheckedLog | CheckedMetric
 
@@ -145,36 +161,60 @@ class Rebuilder:
     joined; with ``sdk_objects=False``, spans and logs into :class:`JoinedRecord` instead
     (the same records, the same counts)."""
 
-    def __init__(self, resource_wait: float = 11.0, sdk_objects: bool = True) -> None:
+    def __init__(
+        self,
+        resource_wait: float = 11.0,
+        sdk_objects: bool = True,
+        process_views: ProcessViews | None = None,
+    ) -> None:
         self.resource_wait = resource_wait
         self.sdk_objects = sdk_objects
+        self.process_views = process_views
+        """What the host sees of each writer pid, added to its records' resources; None:
+        nothing added."""
         self.stats = RebuildStats()
         self.checker = RecordChecker()
         self._resources: dict[int, Resource] = {}
         self._scopes: dict[str, InstrumentationScope | None] = {}
-        self._pending: dict[int, list[tuple[float, TraceRecord, Checked]]] = {}
+        self._pending: dict[int, list[tuple[float, TraceRecord, Checked, ProcessView | None]]] = {}
         self._pending_count = 0
+        self._joined: dict[tuple[int | None, ProcessView], Resource] = {}
 
     def add(self, records: list[TraceRecord]) -> list[Telemetry]:
         """Rebuild ``records`` (in order); return what is ready, including records that
         were waiting for a resource that has now arrived or waited too long."""
         ready: list[Telemetry] = []
         now = time.monotonic()
+        views = self.process_views
+        view: ProcessView | None = None
         for record in records:
             if record.kind == RESOURCE_KIND:
+                if views is not None:
+                    views.refresh(record.pid)
                 learnt = self._learn_resource(record)
                 if learnt is not None and learnt in self._pending:
-                    for _, waiting_record, its_checked in self._pop_pending(learnt):
-                        self._rebuild(waiting_record, its_checked, ready, self._resources[learnt])
+                    known = self._resources[learnt]
+                    for _, waiting, its_checked, its_view in self._pop_pending(learnt):
+                        if its_view is not None:
+                            self._rebuild(
+                                waiting, its_checked, ready, self._join(learnt, known, its_view)
+                            )
+                        else:
+                            self._rebuild(waiting, its_checked, ready, known)
                 continue
             checked = self._check(record)
             if checked is None:
                 continue
-            resource = self._resources.get(record.values["resource_id"])
-            if resource is not None:
+            if views is not None:
+                view = views.view(record.pid, now)
+            rid = record.values["resource_id"]
+            resource = self._resources.get(rid)
+            if resource is None:
+                self._wait(record, checked, now, ready, view)
+            elif view is None:
                 self._rebuild(record, checked, ready, resource)
             else:
-                self._wait(record, checked, now, ready)
+                self._rebuild(record, checked, ready, self._join(rid, resource, view))
         # Ids wait in the order their first record came: the first that is not due ends it.
         while self._pending:
             rid, oldest = next(iter(self._pending.items()))
@@ -208,8 +248,26 @@ class Rebuilder:
             self.stats.count_invalid(invalid.reason, record.pid)
             return None
 
+    def _join(self, rid: int | None, resource: Resource, view: ProcessView) -> Resource:
+        """``resource`` (of id ``rid``; None: the empty one) with what ``view`` adds, one
+        object per resource id and view."""
+        key = (rid, view)
+        joined = self._joined.get(key)
+        if joined is None:
+            assert self.process_views is not None
+            joined = merged_resource(resource, view, self.process_views.host_name)
+            if len(self._joined) >= MAX_JOINED_RESOURCES:
+                del self._joined[next(iter(self._joined))]
+            self._joined[key] = joined
+        return joined
+
     def _wait(
-        self, record: TraceRecord, checked: Checked, now: float, ready: list[Telemetry]
+        self,
+        record: TraceRecord,
+        checked: Checked,
+        now: float,
+        ready: list[Telemetry],
+        view: ProcessView | None,
     ) -> None:
         rid: int = record.values["resource_id"]
         while self._pending and (
@@ -219,10 +277,12 @@ class Rebuilder:
             oldest = next(iter(self._pending))
             self.stats.pending_evicted += len(self._pending[oldest])
             self._release(oldest, ready)
-        self._pending.setdefault(rid, []).append((now, record, checked))
+        self._pending.setdefault(rid, []).append((now, record, checked, view))
         self._pending_count += 1
 
-    def _pop_pending(self, rid: int) -> list[tuple[float, TraceRecord, Checked]]:
+    def _pop_pending(
+        self, rid: int
+    ) -> list[tuple[float, TraceRecord, Checked, ProcessView | None]]:
         waiting = self._pending.pop(rid)
         self._pending_count -= len(waiting)
         return waiting
@@ -231,8 +291,9 @@ class Rebuilder:
         waiting = self._pop_pending(rid)
         self.stats.without_resource += len(waiting)
         empty = Resource.get_empty()
-        for _, record, checked in waiting:
-            self._rebuild(record, checked, ready, empty)
+        for _, record, checked, view in waiting:
+            resource = empty if view is None else self._join(None, empty, view)
+            self._rebuild(record, checked, ready, resource)
 
     def _learn_resource(self, record: TraceRecord) -> int | None:
         try:
