@@ -73,8 +73,20 @@ def parser() -> argparse.ArgumentParser:
     rec.add_argument(
         "--progress", action="store_true", help="a progress line every 2 s (always on a terminal)"
     )
+    rec.add_argument(
+        "--no-resource-detection",
+        action="store_true",
+        help="do not add container.id, host.name and the host's process.pid (process.vpid) "
+        "from /proc to each record's resource (added by default, from the kernel's pid of "
+        "each record's writer, where the resource lacks them)",
+    )
     dec = commands.add_parser(
-        "decode", help="rebuild spans and logs from a trace.dat (trace-cmd) or perf.data"
+        "decode",
+        help="rebuild spans and logs from a trace.dat (trace-cmd) or perf.data",
+        description="Rebuild spans and logs from a trace.dat (trace-cmd) or perf.data, as "
+        "record would have written them, except that no container.id, host.name or host "
+        "process.pid is added from /proc: a capture's pids are those of another time, or "
+        "another machine.",
     )
     dec.add_argument("file", help="trace.dat (trace-cmd, versions 6 and 7) or perf.data")
     dec.add_argument(

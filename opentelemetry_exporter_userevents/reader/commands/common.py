@@ -139,6 +139,16 @@ def rebuilt_parts(rebuilder: Rebuilder, decoded: DecoderStats, output: Output) -
     ):
         if count:
             parts.append(f"{count} {label}")
+    views = rebuilder.process_views
+    if views is not None:
+        seen = views.stats
+        if seen.gone_records:
+            parts.append(
+                f"{seen.gone_records} records of {seen.gone_pids} writer pids gone before "
+                "the reader looked them up in /proc (no container.id, no host process.pid)"
+            )
+        if seen.forgotten:
+            parts.append(f"{seen.forgotten} writer pids looked up again: too many writers")
     return parts
 
 

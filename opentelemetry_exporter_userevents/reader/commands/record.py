@@ -24,6 +24,7 @@ from opentelemetry_exporter_userevents.reader.commands.common import (
 )
 from opentelemetry_exporter_userevents.reader.outputs import Output
 from opentelemetry_exporter_userevents.reader.private_file import open_private
+from opentelemetry_exporter_userevents.reader.process_view import ProcessViews, live_views
 from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.reader.terminal_text import printable
 from opentelemetry_exporter_userevents.reader.trace_reader import TraceReader
@@ -39,7 +40,14 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.capture:
         return capture(args, reader, tracefs, err)
     output = output_of(args, out)
-    rebuilder = Rebuilder(resource_wait=args.resource_wait, sdk_objects=output.sdk_objects)
+    views: ProcessViews | None = None
+    if not args.no_resource_detection:
+        views, notes = live_views()
+        for note in notes:
+            err.write(f"otel-userevents: {note}\n")
+    rebuilder = Rebuilder(
+        resource_wait=args.resource_wait, sdk_objects=output.sdk_objects, process_views=views
+    )
     started = time.monotonic()
     try:
         with stop_signals() as stop:
