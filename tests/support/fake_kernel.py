@@ -31,8 +31,8 @@ class FakeKernel:
         self._threads: list[threading.Thread] = []
         real_open = user_events.open_user_events_data
 
-        def open_data(path):
-            tracefs, fd, reason = real_open(path)
+        def open_data(path, data_path=None):
+            tracefs, fd, reason = real_open(path, data_path)
             if fd >= 0:
                 ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
                 os.dup2(ours.fileno(), fd)
