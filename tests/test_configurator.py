@@ -45,7 +45,11 @@ def describe(processor):
     return [type(processor).__name__, type(exporter).__name__, getattr(config, "prefix", None)]
 spans = trace.get_tracer_provider()._active_span_processor._span_processors
 logs = _logs.get_logger_provider()._multi_log_record_processor._log_record_processors
-print(json.dumps({"spans": [describe(p) for p in spans], "logs": [describe(p) for p in logs]}))
+def data_file(processor):
+    exporter = getattr(processor, "exporter", None) or getattr(processor, "span_exporter", None)
+    return getattr(getattr(exporter, "config", None), "user_events_data", None)
+print(json.dumps({"spans": [describe(p) for p in spans], "logs": [describe(p) for p in logs],
+                  "data": [data_file(p) for p in [*spans, *logs]]}))
 """
 
 
@@ -111,6 +115,30 @@ def test_configuration_file_path_installs_the_enable_bit_first_processors(tmp_pa
         ["UserEventsLogRecordProcessor", "UserEventsLogExporter", "from_yaml_logs"]
     ]
     assert "ignoring configurator kwargs" not in stderr
+
+
+CONFIG_FILE_WITH_DATA_FILE = """
+file_format: "1.0"
+tracer_provider:
+  processors:
+    - batch: {exporter: {user_events: {user_events_data: /run/user_events/user_events_data}}}
+logger_provider:
+  processors:
+    - simple: {exporter: {user_events: {}}}
+"""
+
+
+@needs_configuration
+def test_configuration_file_key_names_the_data_file(tmp_path):
+    """A container's data file, from the configuration file's ``user_events_data`` key; an
+    exporter without the key keeps the environment's (none here)."""
+    config = tmp_path / "otel.yaml"
+    config.write_text(CONFIG_FILE_WITH_DATA_FILE)
+
+    shown, stderr = instrumented(tmp_path, OTEL_CONFIG_FILE=str(config))
+
+    assert shown["data"] == ["/run/user_events/user_events_data", None]
+    assert "ignoring unknown options" not in stderr
 
 
 def test_other_exporters_keep_the_processor_a_distribution_chose(tmp_path):

@@ -14,6 +14,7 @@ import re
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext
 
@@ -127,3 +128,28 @@ def test_any_parent_graph_prints_each_span_once_and_never_raises(
         view.flush()
     assert sorted(_printed(out)) == list(range(len(spans)))
     assert view._waiting == 0 and not view._traces
+
+
+@pytest.mark.parametrize(
+    ("attributes", "header"),
+    [
+        ({"service.name": "checkout"}, "checkout"),
+        ({"service.name": "checkout", "container.id": "d548c5b83fa6" + "0" * 52},
+         "checkout [d548c5b83fa6]"),
+        # an app names its own container.id (the app's value wins): escaped like any text
+        ({"service.name": "checkout", "container.id": "\x1b[2Jx"}, "checkout [\\x1b[2Jx]"),
+        ({"service.name": "checkout", "container.id": 7}, "checkout"),
+    ],
+)  # fmt: skip
+def test_a_trace_header_names_its_container(attributes, header):
+    span = ReadableSpan(
+        name="job",
+        context=SpanContext(TRACE, 1, is_remote=False),
+        resource=Resource(attributes),
+        start_time=1,
+        end_time=2,
+    )
+
+    first = _show([span]).getvalue().splitlines()[0]
+
+    assert first == f"trace {TRACE:032x}  {header}"

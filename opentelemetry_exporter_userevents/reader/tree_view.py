@@ -65,7 +65,15 @@ def _status(span: ReadableSpan) -> str:
 
 
 def _service(resource: Any) -> str:
-    return printable(str(resource.attributes.get("service.name", ""))) if resource else ""
+    """The service's name, and its container's short id (its first 12 characters, as
+    ``docker ps`` shows it) in brackets when the resource names one (``record`` adds it)."""
+    if not resource:
+        return ""
+    service = printable(str(resource.attributes.get("service.name", "")))
+    container = resource.attributes.get("container.id")
+    if isinstance(container, str) and container:
+        return f"{service} [{printable(container[:12])}]"
+    return service
 
 
 MAX_WAITING_SPANS = 100_000
