@@ -636,3 +636,12 @@ def test_decode_has_no_detection_flag_and_says_why():
         parser().parse_args(["decode", "x.dat", "--no-resource-detection"])
     assert parser().parse_args(["record"]).no_resource_detection is False
     assert parser().parse_args(["record", "--no-resource-detection"]).no_resource_detection
+
+
+def test_a_host_without_a_name_adds_none(tmp_path, monkeypatch):
+    """The kernel's node name until one is set is ``(none)``: not a name to add."""
+    monkeypatch.setattr(process_view.socket, "gethostname", lambda: "(none)")
+    views, _ = live_views(
+        str(tmp_path), ReaderNamespaces(PROC_PID_INIT_INO, PROC_UTS_INIT_INO, True)
+    )
+    assert views is not None and views.host_name is None

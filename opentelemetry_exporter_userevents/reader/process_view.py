@@ -371,8 +371,15 @@ HOST_UTS_NEEDED = (
 )
 
 
+UNSET_HOST_NAME = "(none)"
+"""The kernel's node name until one is set (``UTS_NODENAME``): a host without a name."""
+
+
 def _host_name() -> str | None:
+    """The host's name; None for a host that has none (the kernel's ``(none)``)."""
     name = socket.gethostname()
+    if name == UNSET_HOST_NAME:
+        return None
     if 0 < len(name) <= 255 and name.isascii() and name.isprintable():
         return name
     return None

@@ -81,6 +81,18 @@ def cgroup_root(tmp_path_factory) -> Iterator[Path]:
 
 
 @pytest.fixture
+def host_name() -> Iterator[str]:
+    """The guest's node name, set for the test (the kernel's default, ``(none)``, names no
+    host, so a reader adds no ``host.name`` for it)."""
+    saved = socket.gethostname()
+    socket.sethostname("node-1")
+    try:
+        yield "node-1"
+    finally:
+        socket.sethostname(saved)
+
+
+@pytest.fixture
 def data_file_grant(tracefs) -> Iterator[None]:
     """The README's grant, on user_events_data only: group-owned, mode 0660."""
     path = os.path.join(tracefs.path, "user_events_data")
@@ -127,7 +139,7 @@ def _with_resource(requests: list[dict], kind: str, change) -> list[dict]:
     return requests
 
 
-def _host_view(host_pid: int, container_id: str):
+def _host_view(host_pid: int, container_id: str, host: str):
     def change(attributes: list[dict]) -> list[dict]:
         app_pid = next(a for a in attributes if a["key"] == "process.pid")
         assert app_pid["value"] == {"intValue": "1"}, "the app saw itself as pid 1"
@@ -136,7 +148,7 @@ def _host_view(host_pid: int, container_id: str):
             _attribute("process.pid", host_pid),
             _attribute("process.vpid", 1),
             _attribute("container.id", container_id),
-            _attribute("host.name", socket.gethostname()),
+            _attribute("host.name", host),
         ]
 
     return change
@@ -152,7 +164,7 @@ def _requests(output: Path, kind: str) -> list[dict]:
 
 
 def test_two_containers_each_named_by_its_own_writer(
-    tracefs, prefix, tmp_path, cgroup_root, data_file_grant
+    tracefs, prefix, tmp_path, cgroup_root, data_file_grant, host_name
 ):
     reader, output = proc.reader(tmp_path, "--prefix", prefix)
     plain, plain_output = proc.reader(tmp_path, "--prefix", prefix, "--no-resource-detection")
@@ -191,7 +203,7 @@ def test_two_containers_each_named_by_its_own_writer(
         want_named, want_plain = {}, {}
         for name, run in started.items():
             own = [run["result"][kind]]
-            change = _host_view(run["host_pid"], CGROUPS[name][1])
+            change = _host_view(run["host_pid"], CGROUPS[name][1], host_name)
             want_named.update(flatten(_with_resource(own, kind, change), kind))
             want_plain.update(flatten(_with_resource(own, kind, _unchanged), kind))
         got = flatten(_with_resource(_requests(output, kind), kind, _unchanged), kind)
