@@ -6,7 +6,7 @@ produces numbers, and the report computes the targets from them. No timing is as
 
 import pytest
 
-from benchmarks import report
+from benchmarks import reader_live, report
 from benchmarks.configs import HOST_KEYS, SETUPS, keys_for
 from benchmarks.measure import measure, summary
 
@@ -86,3 +86,22 @@ def test_report_without_a_guest_run_says_so():
     text = report.text({"host": run(a=10, b=100, c=101, e=400, f=500, g=14)})
 
     assert "OTLP encoding (spans, guest): not measured (no guest run)" in text
+
+
+def test_reader_live_report_names_the_highest_rate_held_with_nothing_lost():
+    def step(asked, rate, lost):
+        return {"asked": asked, "rate": rate, "spans": 10, "written": 11, "read": 11 - lost,
+                "lost": lost, "rebuilt": 10 - lost}  # fmt: skip
+
+    result = {
+        "own": step(0, 1000.0, 0),
+        "steps": [step(250, 249.0, 0), step(500, 498.0, 0), step(750, 700.0, 3),
+                  step(0, 990.0, 9)],
+    }  # fmt: skip
+
+    text = reader_live.report(result, "m")
+
+    assert "the writer's own rate, a reader recording: 1,000 spans/s" in text
+    assert text.splitlines()[-1] == (
+        "highest writer rate held with 0 lost: 498 spans/s, 0.50x the writer's own rate"
+    )

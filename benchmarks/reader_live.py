@@ -1,0 +1,171 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""How busy a service may be while ``otel-userevents record`` keeps up with it, live.
+
+One command, on the host:
+
+    USER_EVENTS_KERNEL=../shared/kernel/bzImage .venv/bin/python benchmarks/reader_live.py
+
+It boots the test bed and, there, first lets one writer (tests/support/burst_writer.py:
+spans of the benchmark's shape, 4 attributes and 1 event, through the exporter) write as
+fast as it can while a reader records: that is the writer's own rate. Then it paces the
+writer at fractions of that rate, each for about ``--seconds`` seconds with a fresh reader
+(``record --prefix P -o FILE``, its default buffer), and reads from each reader's summary
+how many records the kernel dropped because the reader fell behind. It prints each step
+and the highest rate held with 0 lost, as a ratio to the writer's own rate. The guest is
+emulated (TCG, two vCPUs on the host's cores): the ratio carries over to a real machine
+better than the rates do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from testbed import guest  # noqa: E402
+
+FRACTIONS = (0.25, 0.5, 0.75, 0.9, 1.0)
+"""Of the writer's own rate, in order; the last is unpaced (as fast as it can)."""
+
+
+def _reader(directory: Path, prefix: str) -> tuple[subprocess.Popen[str], Path]:
+    ready, output = directory / f"ready-{prefix}", directory / f"out-{prefix}"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "opentelemetry_exporter_userevents.reader.cli", "record",
+         "--prefix", prefix, "--ready-file", str(ready), "-o", str(output)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not (ready.exists() and ready.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return process, output
+
+
+def _spans_in(output: Path) -> int:
+    if not output.exists():
+        return 0
+    count = 0
+    for line in output.read_text().splitlines():
+        request = json.loads(line)
+        for resource in request.get("resourceSpans", ()):
+            for scope in resource.get("scopeSpans", ()):
+                count += len(scope.get("spans", ()))
+    return count
+
+
+def step(directory: Path, prefix: str, count: int, rate: float) -> dict[str, Any]:
+    """One writer, ``count`` spans at ``rate``/s (0: unpaced), one fresh reader."""
+    reader, output = _reader(directory, prefix)
+    writer = subprocess.run(
+        [sys.executable, "-m", "tests.support.burst_writer", prefix, str(count), str(rate)],
+        capture_output=True, text=True, cwd=ROOT, timeout=1800, check=True,
+    )  # fmt: skip
+    wrote = json.loads(writer.stdout)
+    last, since = -1, time.monotonic()
+    while time.monotonic() - since < 3:  # until the output stops growing for 3 s
+        now = _spans_in(output)
+        if now != last:
+            last, since = now, time.monotonic()
+        time.sleep(0.25)
+    reader.send_signal(signal.SIGINT)
+    _, err = reader.communicate(timeout=300)
+    summary = re.search(r"(\d+) records in .*?, lost (\d+)", err)
+    if summary is None:
+        raise RuntimeError(f"no summary from the reader: {err[-2000:]}")
+    return {
+        "asked": rate,
+        "rate": wrote["rate"],
+        "spans": count,
+        "written": wrote["stats"]["written"],
+        "read": int(summary[1]),
+        "lost": int(summary[2]),
+        "rebuilt": _spans_in(output),
+    }
+
+
+def in_guest(seconds: float) -> dict[str, Any]:
+    directory = Path(tempfile.mkdtemp())
+    own = step(directory, "live_own", 2000, 0)
+    steps = []
+    for number, fraction in enumerate(FRACTIONS):
+        rate = own["rate"] * fraction if fraction < 1 else 0
+        count = max(500, int(own["rate"] * fraction * seconds))
+        steps.append(step(directory, f"live_{number}", count, rate))
+    return {"own": own, "steps": steps}
+
+
+def report(result: dict[str, Any], machine: str) -> str:
+    own = result["own"]["rate"]
+    lines = [
+        f"live: one writer paced at fractions of its own rate, a fresh reader each ({machine})",
+        f"the writer's own rate, a reader recording: {own:,.0f} spans/s "
+        f"(lost {result['own']['lost']})",
+        "",
+        f"{'asked':>12} {'achieved':>12} {'of own':>7} {'written':>9} {'read':>9} {'lost':>7}",
+    ]
+    held = 0.0
+    for s in result["steps"]:
+        asked = f"{s['asked']:,.0f}/s" if s["asked"] else "unpaced"
+        lines.append(
+            f"{asked:>12} {s['rate']:>10,.0f}/s {s['rate'] / own:>6.0%} {s['written']:>9,} "
+            f"{s['read']:>9,} {s['lost']:>7,}"
+        )
+        if s["lost"] == 0:
+            held = max(held, s["rate"])
+    lines.append("")
+    lines.append(
+        f"highest writer rate held with 0 lost: {held:,.0f} spans/s, "
+        f"{held / own:.2f}x the writer's own rate"
+    )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=10.0, help="length of each step")
+    parser.add_argument("--in-guest", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.in_guest:
+        result = in_guest(args.seconds)
+        Path(os.environ["TESTBED_SHARE"], "reader_live.json").write_text(json.dumps(result))
+        return 0
+    kernel = os.environ.get(guest.KERNEL_ENV)
+    reason = guest.unavailable_reason(kernel)
+    if reason is not None or kernel is None:
+        print(f"reader_live: {reason}", file=sys.stderr)
+        return 2
+    kept: dict[str, Any] = {}
+
+    def keep(share: Path) -> None:
+        path = share / "reader_live.json"
+        if path.exists():
+            kept["result"] = json.loads(path.read_text())
+
+    run = guest.run(
+        kernel,
+        [sys.executable, "benchmarks/reader_live.py", "--in-guest", "--seconds",
+         str(args.seconds)],
+        cwd=ROOT, keep=keep, timeout=3600,
+    )  # fmt: skip
+    if "result" not in kept:
+        print(run.output, file=sys.stderr)
+        return 1
+    print(report(kept["result"], f"qemu TCG guest, {Path(kernel).name}"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
