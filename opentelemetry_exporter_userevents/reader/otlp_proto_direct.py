@@ -1,0 +1,445 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""OTLP protobuf straight from checked records: the ``ExportTraceServiceRequest`` and
+``ExportLogsServiceRequest`` bytes an OTLP exporter sends (the OTLP encoder's message,
+``SerializeToString``) for the same records as SDK objects, written in the protobuf wire
+format by hand, without the SDK objects, the encoder or protobuf's message classes.
+
+It follows :mod:`.otlp_json_direct` value for value (what the SDK keeps, what the encoder
+leaves out or refuses), in protobuf's terms: fields in field-number order, as protobuf
+serializes them; a field of proto3's implicit presence left out when it holds its default
+(0, ``""``, no bytes), a message field present whenever the encoder sets it, even empty
+(``status``, a log's ``body``, a scope, a resource, a ``KeyValue``'s value), and a
+``oneof`` member always (``int_value`` 0, ``bool_value`` false, an empty string); 64-bit
+times as ``fixed64``, ``flags`` as ``fixed32``, negative integers in ten bytes; ids as 16
+and 8 big-endian bytes (a log's left out when 0, a span's never).
+
+Records are grouped by resource, then scope, first seen first, by the values' own equality,
+as the encoder's dicts group them. A record the encoder would refuse (a name with a lone
+surrogate, a log body integer beyond 64 bits) is left out and counted; an attribute it
+cannot carry is left out, as the encoder leaves it out. ``tests/test_otlp_proto_direct.py``
+proves the bytes equal to the installed encoder's over every value kind.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+from opentelemetry_exporter_userevents.reader.checked_records import (
+    CheckedEvent,
+    CheckedLink,
+    CheckedLog,
+    CheckedSpan,
+)
+from opentelemetry_exporter_userevents.reader.otlp_json_direct import Unrepresentable
+from opentelemetry_exporter_userevents.reader.rebuild import JoinedRecord
+
+_INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
+_U64_MASK = (1 << 64) - 1
+_HAS_IS_REMOTE = 0x100
+_IS_REMOTE = 0x200
+_CACHE = 4096
+_BYTE = [bytes((n,)) for n in range(128)]
+_fixed64 = struct.Struct("<Q").pack
+_fixed32 = struct.Struct("<I").pack
+_double = struct.Struct("<d").pack
+
+# Tags: (field number << 3) | wire type (0 varint, 1 fixed64, 2 length-delimited, 5 fixed32).
+# Span
+_SPAN_TRACE_STATE = b"\x1a"
+_SPAN_PARENT = b"\x22\x08"
+_SPAN_NAME = b"\x2a"
+_SPAN_KIND = (b"\x30\x01", b"\x30\x02", b"\x30\x03", b"\x30\x04", b"\x30\x05")
+_SPAN_START = b"\x39"
+_SPAN_END = b"\x41"
+_SPAN_ATTRIBUTE = b"\x4a"
+_SPAN_DROPPED_ATTRIBUTES = b"\x50"
+_SPAN_EVENT = b"\x5a"
+_SPAN_DROPPED_EVENTS = b"\x60"
+_SPAN_LINK = b"\x6a"
+_SPAN_DROPPED_LINKS = b"\x70"
+_SPAN_STATUS = b"\x7a"
+_SPAN_FLAGS = b"\x85\x01"  # field 16
+_STATUS_UNSET = b"\x7a\x00"
+_STATUS_OK = b"\x7a\x02\x18\x01"
+_STATUS_ERROR = b"\x7a\x02\x18\x02"
+# Span.Event, Span.Link
+_EVENT_TIME = b"\x09"
+_EVENT_NAME = b"\x12"
+_EVENT_ATTRIBUTE = b"\x1a"
+_EVENT_DROPPED = b"\x20"
+_LINK_ATTRIBUTE = b"\x22"
+_LINK_DROPPED = b"\x28"
+_LINK_FLAGS = (b"\x35" + _fixed32(_HAS_IS_REMOTE), b"\x35" + _fixed32(_HAS_IS_REMOTE | _IS_REMOTE))
+# LogRecord
+_LOG_TIME = b"\x09"
+_LOG_SEVERITY_NUMBER = b"\x10"
+_LOG_SEVERITY_TEXT = b"\x1a"
+_LOG_BODY = b"\x2a"
+_LOG_ATTRIBUTE = b"\x32"
+_LOG_DROPPED = b"\x38"
+_LOG_FLAGS = b"\x45"
+_LOG_TRACE_ID = b"\x4a\x10"
+_LOG_SPAN_ID = b"\x52\x08"
+_LOG_OBSERVED = b"\x59"
+_LOG_EVENT_NAME = b"\x62"
+# Resource, InstrumentationScope, ResourceSpans/Logs, ScopeSpans/Logs, the requests: field 1
+# is the resource (scope, request item), 2 the scopes (records), 3 the schema URL.
+_FIELD_1 = b"\x0a"
+_FIELD_2 = b"\x12"
+_FIELD_3 = b"\x1a"
+# KeyValue, AnyValue
+_KEY = b"\x0a"
+_VALUE = b"\x12"
+_STRING = b"\x0a"
+_TRUE = b"\x10\x01"
+_FALSE = b"\x10\x00"
+_INT = b"\x18"
+_DOUBLE = b"\x21"
+_ARRAY = b"\x2a"
+_KVLIST = b"\x32"
+_BYTES = b"\x3a"
+_LIST_ITEM = b"\x0a"
+
+
+def spans_request(
+    records: Iterable[JoinedRecord], cache: EncodedCache | None = None
+) -> tuple[bytes | None, int]:
+    """The serialized ExportTraceServiceRequest of checked spans, the bytes
+    ``encode_spans(...).SerializeToString()`` makes of their SDK objects; None if none could
+    be encoded; and how many were left out."""
+    return _request(records, _span, cache)
+
+
+def logs_request(
+    records: Iterable[JoinedRecord], cache: EncodedCache | None = None
+) -> tuple[bytes | None, int]:
+    """The serialized ExportLogsServiceRequest of checked logs, the bytes
+    ``encode_logs(...).SerializeToString()`` makes of their SDK objects; None if none could
+    be encoded; and how many were left out."""
+    return _request(records, _log, cache)
+
+
+class EncodedCache:
+    """The encoded form of each Resource and InstrumentationScope object (by identity: the
+    rebuilder keeps one per distinct value), or None where OTLP cannot carry it."""
+
+    def __init__(self) -> None:
+        self._items: dict[int, tuple[object, _Encoded | None]] = {}
+
+    def get(self, item: Any, encode: Callable[[Any], _Encoded]) -> _Encoded | None:
+        try:
+            return self._items[id(item)][1]
+        except KeyError:
+            pass
+        encoded: _Encoded | None
+        try:
+            encoded = encode(item)
+        except Unrepresentable:
+            encoded = None
+        if len(self._items) >= _CACHE:
+            self._items.clear()
+        self._items[id(item)] = (item, encoded)  # the item kept: its id is not reused
+        return encoded
+
+
+_Encoded = tuple[bytes, bytes]
+"""A resource's or scope's fields around its records: its own message field (1), and its
+schema URL field (3), empty when it has none."""
+
+
+class _Group:
+    """Records of equal resources (or scopes): the encoded form of the first object seen,
+    its scope groups by value, those with records in the order of their first record (or
+    its encoded records)."""
+
+    __slots__ = ("encoded", "items", "scopes", "used")
+
+    def __init__(self, encoded: _Encoded | None) -> None:
+        self.encoded = encoded
+        self.items: list[bytes] = []
+        self.scopes: dict[Any, _Group] = {}
+        self.used: list[_Group] = []
+
+
+def _request(
+    records: Iterable[JoinedRecord],
+    encode: Callable[[Any], bytes],
+    cache: EncodedCache | None,
+) -> tuple[bytes | None, int]:
+    cache = cache or EncodedCache()
+    # Grouped by resource, then scope, by value, in the order of each group's first record
+    # encoded, as the encoder's dicts group the SDK objects it encodes; each distinct object
+    # looked up by value once.
+    resources: dict[Any, _Group] = {}
+    used: list[_Group] = []
+    resource_by_id: dict[int, _Group] = {}
+    scope_by_id: dict[tuple[int, int], _Group] = {}
+    keep: list[Any] = []  # the objects looked up by id, alive while the ids are used
+    failed = 0
+    for checked, resource, scope in records:
+        resource_of = resource_by_id.get(id(resource))
+        if resource_of is None:
+            resource_of = resources.get(resource)
+            if resource_of is None:
+                resource_of = resources[resource] = _Group(cache.get(resource, _resource))
+            resource_by_id[id(resource)] = resource_of
+            keep.append(resource)
+        key = (id(resource_of), id(scope))
+        scope_of = scope_by_id.get(key)
+        if scope_of is None:
+            scope_of = resource_of.scopes.get(scope)
+            if scope_of is None:
+                scope_of = resource_of.scopes[scope] = _Group(cache.get(scope, _scope))
+            scope_by_id[key] = scope_of
+            keep.append(scope)
+        if resource_of.encoded is None or scope_of.encoded is None:
+            failed += 1
+            continue
+        try:
+            encoded = encode(checked)
+        except Unrepresentable:
+            failed += 1
+            continue
+        if not scope_of.items:
+            if not resource_of.used:
+                used.append(resource_of)
+            resource_of.used.append(scope_of)
+        scope_of.items.append(encoded)
+    if not used:
+        return None, failed
+    parts = []
+    for resource_of in used:
+        scope_parts = []
+        for scope_of in resource_of.used:
+            scope_field, scope_url = scope_of.encoded or (b"", b"")
+            scope_parts.append(
+                _field(_FIELD_2, b"".join([scope_field, *scope_of.items, scope_url]))
+            )
+        resource_field, resource_url = resource_of.encoded or (b"", b"")
+        parts.append(_field(_FIELD_1, b"".join([resource_field, *scope_parts, resource_url])))
+    return b"".join(parts), failed
+
+
+def _resource(resource: Resource) -> _Encoded:
+    url = _text(resource.schema_url)
+    attributes = _attributes(_FIELD_1, resource.attributes, clean=False)  # the SDK cleaned them
+    return _field(_FIELD_1, attributes), _field(_FIELD_3, url) if url else b""
+
+
+def _scope(scope: InstrumentationScope | None) -> _Encoded:
+    if scope is None:
+        return b"\x0a\x00", b""
+    url = _text(scope.schema_url or "")
+    parts = []
+    if scope.name:
+        parts.append(_field(_FIELD_1, _text(scope.name)))
+    if scope.version:
+        parts.append(_field(_FIELD_2, _text(scope.version)))
+    if scope.attributes:
+        parts.append(_attributes(_FIELD_3, scope.attributes, clean=False))
+    return _field(_FIELD_1, b"".join(parts)), _field(_FIELD_3, url) if url else b""
+
+
+def _span(span: CheckedSpan) -> bytes:
+    parts = [
+        b"\x0a\x10"
+        + span.trace_id.to_bytes(16, "big")
+        + b"\x12\x08"
+        + span.span_id.to_bytes(8, "big")
+    ]
+    if span.trace_state:
+        trace_state = ",".join([f"{k}={v}" for k, v in span.trace_state])
+        parts.append(_field(_SPAN_TRACE_STATE, _text(trace_state)))
+    flags = _HAS_IS_REMOTE
+    if span.parent_span_id is not None:
+        parts.append(_SPAN_PARENT + span.parent_span_id.to_bytes(8, "big"))
+        if span.parent_is_remote:
+            flags |= _IS_REMOTE
+    if span.name:
+        parts.append(_field(_SPAN_NAME, _text(span.name)))
+    # SpanKind.INTERNAL (0) is SPAN_KIND_INTERNAL (1), and so on.
+    parts.append(_SPAN_KIND[span.kind])
+    if span.start_time_ns:
+        parts.append(_SPAN_START + _fixed64(span.start_time_ns))
+    if span.end_time_ns:
+        parts.append(_SPAN_END + _fixed64(span.end_time_ns))
+    if span.attributes:
+        parts.append(_attributes(_SPAN_ATTRIBUTE, span.attributes))
+    if span.dropped_attributes:
+        parts.append(_SPAN_DROPPED_ATTRIBUTES + _varint(span.dropped_attributes))
+    for event in span.events:
+        parts.append(_field(_SPAN_EVENT, _event(event)))
+    if span.dropped_events:
+        parts.append(_SPAN_DROPPED_EVENTS + _varint(span.dropped_events))
+    for link in span.links:
+        parts.append(_field(_SPAN_LINK, _link(link)))
+    if span.dropped_links:
+        parts.append(_SPAN_DROPPED_LINKS + _varint(span.dropped_links))
+    code = span.status_code
+    if code == 2 and span.status_description:  # the SDK keeps a description for ERROR
+        status = _field(b"\x12", _text(span.status_description)) + b"\x18\x02"
+        parts.append(_field(_SPAN_STATUS, status))
+    elif code == 2:
+        parts.append(_STATUS_ERROR)
+    elif code == 1:
+        parts.append(_STATUS_OK)
+    else:
+        parts.append(_STATUS_UNSET)
+    parts.append(_SPAN_FLAGS + _fixed32(flags))
+    return _field(_FIELD_2, b"".join(parts))
+
+
+def _event(event: CheckedEvent) -> bytes:
+    parts = []
+    if event.time_ns:
+        parts.append(_EVENT_TIME + _fixed64(event.time_ns))
+    if event.name:
+        parts.append(_field(_EVENT_NAME, _text(event.name)))
+    if event.attributes:
+        parts.append(_attributes(_EVENT_ATTRIBUTE, event.attributes))
+    if event.dropped:
+        parts.append(_EVENT_DROPPED + _varint(event.dropped))
+    return b"".join(parts)
+
+
+def _link(link: CheckedLink) -> bytes:
+    # The encoder writes no trace state for a link.
+    parts = [
+        b"\x0a\x10"
+        + link.trace_id.to_bytes(16, "big")
+        + b"\x12\x08"
+        + link.span_id.to_bytes(8, "big")
+    ]
+    if link.attributes:
+        parts.append(_attributes(_LINK_ATTRIBUTE, link.attributes))
+    if link.dropped:
+        parts.append(_LINK_DROPPED + _varint(link.dropped))
+    parts.append(_LINK_FLAGS[1 if link.is_remote else 0])
+    return b"".join(parts)
+
+
+def _log(log: CheckedLog) -> bytes:
+    parts = []
+    if log.time_ns:
+        parts.append(_LOG_TIME + _fixed64(log.time_ns))
+    if log.severity_number:
+        parts.append(_LOG_SEVERITY_NUMBER + _varint(log.severity_number))
+    if log.severity_text:
+        parts.append(_field(_LOG_SEVERITY_TEXT, _text(log.severity_text)))
+    parts.append(_field(_LOG_BODY, _value(log.body, False)))  # the SDK keeps a body as given
+    if log.attributes:
+        parts.append(_attributes(_LOG_ATTRIBUTE, log.attributes))
+    if log.dropped_attributes:
+        parts.append(_LOG_DROPPED + _varint(log.dropped_attributes))
+    if log.trace_flags:
+        parts.append(_LOG_FLAGS + _fixed32(log.trace_flags))
+    if log.trace_id:
+        parts.append(_LOG_TRACE_ID + log.trace_id.to_bytes(16, "big"))
+    if log.span_id:
+        parts.append(_LOG_SPAN_ID + log.span_id.to_bytes(8, "big"))
+    if log.observed_time_ns:
+        parts.append(_LOG_OBSERVED + _fixed64(log.observed_time_ns))
+    if log.event_name:
+        parts.append(_field(_LOG_EVENT_NAME, _text(log.event_name)))
+    return _field(_FIELD_2, b"".join(parts))
+
+
+def _text(text: str) -> bytes:
+    """``text`` in UTF-8, if protobuf can carry it (no lone surrogate)."""
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        raise Unrepresentable("a lone surrogate") from None
+
+
+def _attributes(tag: bytes, attributes: Mapping[str, Any], clean: bool = True) -> bytes:
+    """KeyValue fields with ``tag``, as the SDK cleans attributes (``clean``: ``""`` keys
+    left out) and the encoder writes them (an attribute it cannot carry left out)."""
+    encoded = []
+    for key, value in attributes.items():
+        try:
+            if type(value) is str:  # the common case
+                key_bytes = key.encode()
+                value_bytes = value.encode()
+                size = len(value_bytes)
+                if size < 0x7E:
+                    any_value = b"\x12" + _BYTE[size + 2] + b"\x0a" + _BYTE[size] + value_bytes
+                else:
+                    any_value = _field(_VALUE, _field(_STRING, value_bytes))
+                if key_bytes:
+                    encoded.append(_field(tag, _field(_KEY, key_bytes) + any_value))
+                elif not clean:
+                    encoded.append(_field(tag, any_value))
+            elif key:
+                encoded.append(
+                    _field(tag, _field(_KEY, _text(key)) + _field(_VALUE, _value(value, clean)))
+                )
+            elif not clean:
+                encoded.append(_field(tag, _field(_VALUE, _value(value, clean))))
+        except (Unrepresentable, UnicodeEncodeError):
+            continue
+    return b"".join(encoded)
+
+
+def _value(value: Any, clean: bool) -> bytes:
+    """An AnyValue's fields; ``clean``: mappings without ``""`` keys, as the SDK keeps
+    attributes."""
+    kind = type(value)
+    if kind is str:
+        return _field(_STRING, _text(value))
+    if kind is bool:
+        return _TRUE if value else _FALSE
+    if kind is int:
+        if not _INT64_MIN <= value <= _INT64_MAX:
+            raise Unrepresentable("an integer beyond 64 bits")
+        return _INT + _varint(value)
+    if kind is float:
+        return _DOUBLE + _double(value)
+    if value is None:
+        return b""
+    if kind is bytes:
+        return _field(_BYTES, value)
+    if kind is list or kind is tuple:
+        return _field(_ARRAY, b"".join([_field(_LIST_ITEM, _value(v, clean)) for v in value]))
+    if kind is dict:
+        values = []
+        for key, item in value.items():
+            if key:
+                values.append(
+                    _field(
+                        _LIST_ITEM, _field(_KEY, _text(key)) + _field(_VALUE, _value(item, clean))
+                    )
+                )
+            elif not clean:
+                values.append(_field(_LIST_ITEM, _field(_VALUE, _value(item, clean))))
+        return _field(_KVLIST, b"".join(values))
+    raise Unrepresentable(f"not an AnyValue: {type(value).__qualname__}")
+
+
+def _field(tag: bytes, payload: bytes) -> bytes:
+    """A length-delimited field."""
+    size = len(payload)
+    if size < 0x80:
+        return tag + _BYTE[size] + payload
+    return tag + _varint(size) + payload
+
+
+def _varint(value: int) -> bytes:
+    """An unsigned varint (a negative int64 as its 64-bit two's complement)."""
+    if 0 <= value < 0x80:
+        return _BYTE[value]
+    value &= _U64_MASK
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
