@@ -20,6 +20,7 @@ from opentelemetry.sdk._logs._internal import std_to_otel
 
 import opentelemetry_exporter_userevents
 from opentelemetry_exporter_userevents.logging_handler import severity_of_level
+from opentelemetry_exporter_userevents.reader import otlp_http_output
 
 
 def test_the_handlers_level_mapping_is_the_sdk_handlers():
@@ -88,3 +89,29 @@ def test_the_package_names_no_other_private_sdk_module_attribute():
                 if word.startswith("_") and not word.startswith("__"):
                     found.add(word)
     assert found <= allowed, found - allowed
+
+
+def test_the_otlp_http_exporters_client_takes_serialized_requests():
+    """``--exporter otlp_proto_http`` posts bytes made straight from checked records through
+    the exporter's ``_client.export(serialized_data)`` and honours its ``_max_request_size``
+    (reader/otlp_http_output.py): no public method takes bytes. Where the names are
+    missing, the reader falls back to SDK objects; this check fails so that the fallback
+    is not taken silently on a version we test with."""
+    trace_exporter = pytest.importorskip("opentelemetry.exporter.otlp.proto.http.trace_exporter")
+    log_exporter = pytest.importorskip("opentelemetry.exporter.otlp.proto.http._log_exporter")
+    for kind, exporter_class in (
+        ("spans", trace_exporter.OTLPSpanExporter),
+        ("logs", log_exporter.OTLPLogExporter),
+    ):
+        exporter = exporter_class(endpoint="http://127.0.0.1:9/v1/unused")
+        try:
+            export = exporter._client.export
+            assert list(inspect.signature(export).parameters) == ["data"]
+            assert type(exporter._max_request_size) is int
+            source = inspect.getsource(exporter_class.export)
+            assert "self._client.export(serialized_data)" in source
+            assert "export_result.success" in source
+            assert "_is_request_too_large(serialized_data, self._max_request_size)" in source
+            assert otlp_http_output.direct_sender(exporter, kind) is not None
+        finally:
+            exporter.shutdown()

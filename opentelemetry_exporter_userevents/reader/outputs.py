@@ -18,7 +18,7 @@ from typing import Any, Protocol, TextIO
 from opentelemetry.sdk._logs import ReadableLogRecord
 from opentelemetry.sdk.trace import ReadableSpan
 
-from opentelemetry_exporter_userevents.reader import otlp_json, otlp_json_direct
+from opentelemetry_exporter_userevents.reader import otlp_http_output, otlp_json, otlp_json_direct
 from opentelemetry_exporter_userevents.reader.checked_records import CheckedSpan
 from opentelemetry_exporter_userevents.reader.rebuild import JoinedRecord, Telemetry
 from opentelemetry_exporter_userevents.reader.rebuild_metrics import MetricPoint, metrics_data
@@ -123,11 +123,16 @@ class ExporterOutput:
     """Hands batches to the span, log and metric exporters registered under ``name`` (the
     entry points ``OTEL_TRACES_EXPORTER``, ``OTEL_LOGS_EXPORTER`` and ``OTEL_METRICS_EXPORTER``
     use), configured by their
-    own environment variables (``OTEL_EXPORTER_OTLP_*`` for ``otlp``)."""
+    own environment variables (``OTEL_EXPORTER_OTLP_*`` for ``otlp``).
+
+    For ``otlp_proto_http`` (``direct``, the default), spans and logs need no SDK objects:
+    the exporter's own HTTP client posts the request bytes made straight from checked
+    records (:mod:`.otlp_http_output`), and ``sdk_objects`` is False. Metric points, and
+    every other exporter, get SDK objects."""
 
     sdk_objects = True
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, direct: bool = True) -> None:
         if name == "user_events":
             raise ValueError("re-exporting to user_events would feed the reader its own output")
         self.name = name
@@ -143,9 +148,25 @@ class ExporterOutput:
             raise ValueError(f"no exporter named {name!r}; installed: {', '.join(known)}")
         self.failed = 0
         """Spans and logs the exporters did not take."""
+        self._direct_spans = otlp_http_output.direct_sender(self.spans, "spans") if direct else None
+        self._direct_logs = otlp_http_output.direct_sender(self.logs, "logs") if direct else None
+        if (self.spans is None or self._direct_spans is not None) and (
+            self.logs is None or self._direct_logs is not None
+        ):
+            self.sdk_objects = False
 
     def write(self, items: Sequence[Telemetry]) -> None:
-        self.failed += len(items) - len(_sdk_objects(items))
+        joined = [i for i in items if type(i) is JoinedRecord]
+        if joined:
+            spans_joined = [i for i in joined if type(i.checked) is CheckedSpan]
+            logs_joined = [i for i in joined if type(i.checked) is not CheckedSpan]
+            for exporter, sender, records in (
+                (self.spans, self._direct_spans, spans_joined),
+                (self.logs, self._direct_logs, logs_joined),
+            ):
+                if not records or exporter is None:
+                    continue
+                self.failed += len(records) if sender is None else sender.send(records)
         spans, logs = _split(items)
         for exporter, batch in ((self.spans, spans), (self.logs, logs)):
             if exporter is None or not batch:
