@@ -29,6 +29,14 @@ from opentelemetry_exporter_userevents.reader.commands.record import record
 from opentelemetry_exporter_userevents.reader.commands.status import status
 from opentelemetry_exporter_userevents.reader.private_file import open_private
 from opentelemetry_exporter_userevents.reader.terminal_text import escape_logging, printable
+from opentelemetry_exporter_userevents.reader.workers import MAX_DEFAULT_WORKERS, default_workers
+
+
+def _positive(text: str) -> int:
+    number = int(text)
+    if number < 1:
+        raise argparse.ArgumentTypeError("at least 1")
+    return number
 
 
 def parser() -> argparse.ArgumentParser:
@@ -97,6 +105,18 @@ def parser() -> argparse.ArgumentParser:
         sub.add_argument("--format", choices=("otlp-json", "tree"), default="otlp-json")
         sub.add_argument(
             "--exporter", help="re-export through this OpenTelemetry exporter, e.g. otlp, console"
+        )
+        sub.add_argument(
+            "--workers",
+            type=_positive,
+            default=default_workers(),
+            metavar="N",
+            help="processes that decode, check and encode OTLP/JSON lines in parallel "
+            f"(default: the CPUs available, at most {MAX_DEFAULT_WORKERS}: here "
+            f"{default_workers()}); 1 decodes in-process. The output is the same either way "
+            "(lines may be batched differently). Started only when busy: record, at a read "
+            "of 64 pages or more; decode, for a trace.dat of 4 MiB or more (a perf.data "
+            "decodes in-process). The tree view and --exporter decode in-process",
         )
     rec.add_argument("--rescan-interval", type=float, default=0.5, help=argparse.SUPPRESS)
     rec.add_argument("--resource-wait", type=float, default=11.0, help=argparse.SUPPRESS)

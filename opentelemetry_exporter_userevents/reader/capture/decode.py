@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import heapq
 import mmap
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 
@@ -78,6 +78,14 @@ class DecodedCapture:
     notes: list[str] = field(default_factory=list)
     """What the file holds that was not decoded (instance buffers, compressed records);
     perf.data's skipped records are added once :attr:`records` is exhausted."""
+    formats: list[str] = field(default_factory=list)
+    """The format texts of :attr:`tracepoints` (for decoding workers)."""
+    cpu_pages: Callable[[], list[Iterator[memoryview]]] | None = None
+    """A trace.dat's pages, a stream per CPU in the order :attr:`records` merges them
+    (for decoding workers: :mod:`..workers`; either this or :attr:`records` is read);
+    None for a perf.data (samples, not pages: decoded in-process)."""
+    size: int = 0
+    """The capture's size in bytes."""
 
 
 class _Release:
@@ -160,6 +168,7 @@ def _decoder(tracing: TracingData, prefixes: Sequence[str], kind: str) -> Decode
             decoded.incompatible[fmt.name] = str(error)
             continue
         decoded.tracepoints.append(fmt.name)
+        decoded.formats.append(text)
     return decoded
 
 
@@ -171,6 +180,8 @@ def _decode_trace_dat(
     kind = f"trace.dat v7, {dat.compression}" if version_7 else "trace.dat v6"
     decoded = _decoder(dat.tracing, prefixes, kind)
     decoded.records = _trace_dat_records(dat, decoded.decoder, release)
+    decoded.cpu_pages = lambda: [_released(pages, release) for _cpu, pages in dat.cpu_pages()]
+    decoded.size = len(data)
     if dat.instance_buffers:
         decoded.notes.append(
             "trace-cmd instance buffers not decoded: " + ", ".join(dat.instance_buffers)
@@ -199,6 +210,12 @@ def _page_records(
         release.read(len(page))
         yield from records
         records.clear()
+
+
+def _released(pages: Iterable[memoryview], release: _Release) -> Iterator[memoryview]:
+    for page in pages:
+        yield page
+        release.read(len(page))
 
 
 def _decode_perf_data(

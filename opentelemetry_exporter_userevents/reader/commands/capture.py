@@ -8,12 +8,15 @@
 from __future__ import annotations
 
 import argparse
+import heapq
 import time
+from operator import itemgetter
 from typing import TextIO
 
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs
 from opentelemetry_exporter_userevents.reader.capture import (
     CaptureError,
+    DecodedCapture,
     TraceDatWriter,
     batches,
     decode_file,
@@ -25,11 +28,26 @@ from opentelemetry_exporter_userevents.reader.commands.common import (
     rebuilt_parts,
     run_until_stopped,
     stop_signals,
+    workers_of,
 )
+from opentelemetry_exporter_userevents.reader.decoder import DecoderStats
+from opentelemetry_exporter_userevents.reader.outputs import Output
 from opentelemetry_exporter_userevents.reader.private_file import open_private
 from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.reader.terminal_text import printable
 from opentelemetry_exporter_userevents.reader.trace_reader import TraceReader
+from opentelemetry_exporter_userevents.reader.workers import (
+    WorkerError,
+    WorkerPool,
+    cpu_records,
+    prechecked,
+    trace_records,
+)
+
+_TIMESTAMP = itemgetter(0)  # TraceRecord.timestamp, and a worker's record's
+WORKERS_FROM = 4 << 20
+"""Captures smaller than this decode in-process whatever ``--workers`` says: starting
+interpreters would cost more than it saves."""
 
 
 def capture(args: argparse.Namespace, reader: TraceReader, tracefs: Tracefs, err: TextIO) -> int:
@@ -129,22 +147,37 @@ def decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     decoded = decode_file(args.file, prefixes_of(args, every_by_default=True))
     for name, reason in decoded.incompatible.items():
         err.write(f"otel-userevents: not decoding {printable(f'{name}: {reason}')}\n")
-    output = output_of(args, out)
+    workers = workers_of(args)
+    if decoded.cpu_pages is None or decoded.size < WORKERS_FROM:
+        workers = 1
+    output = output_of(args, out, workers)
     # the whole file is there: no waiting
     rebuilder = Rebuilder(resource_wait=float("inf"), sdk_objects=output.sdk_objects)
     damaged: CaptureError | None = None
+    failed: WorkerError | None = None
+    pool: WorkerPool | None = None
     try:
         try:  # records decode as they are taken: a batch at a time, whatever the file's size
-            for batch in batches(decoded.records):
-                output.write(rebuilder.add(batch))
+            if workers > 1 and decoded.cpu_pages is not None:
+                pool = WorkerPool(workers, prefixes_of(args, True), decoded.decoder.layout)
+                _decode_with_workers(pool, decoded, rebuilder, output)
+            else:
+                for batch in batches(decoded.records):
+                    output.write(rebuilder.add(batch))
         except CaptureError as error:  # a chunk that does not inflate: the rest is lost
             damaged = error
+        except WorkerError as error:  # what was rebuilt is written, then the error
+            failed = error
         output.write(rebuilder.flush())
     finally:
+        if pool is not None:
+            pool.close()
         output.close()
     for note in decoded.notes:  # complete once every record is read
         err.write(f"otel-userevents: {printable(note)}\n")
     stats = decoded.decoder.stats
+    if pool is not None:
+        _add_stats(stats, pool)
     elapsed = time.monotonic() - started
     head = f"otel-userevents: {args.file} ({decoded.kind}): "
     parts = [
@@ -157,4 +190,28 @@ def decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         err.write("otel-userevents: the file holds no tracepoints of ours (see --prefix)\n")
     if damaged is not None:  # after what was read is written and counted
         raise damaged
+    if failed is not None:
+        err.write(f"otel-userevents: {printable(str(failed))}\n")
+        return 1
     return 0
+
+
+def _decode_with_workers(
+    pool: WorkerPool, decoded: DecodedCapture, rebuilder: Rebuilder, output: Output
+) -> None:
+    """As the in-process loop, the CPUs' records merged by timestamp in the same order
+    (the streams in the same order, each CPU's in page order), decoded, checked and
+    encoded by the workers a chunk at a time, a few chunks ahead per CPU."""
+    assert decoded.cpu_pages is not None
+    pool.add_formats(decoded.formats)
+    streams = decoded.cpu_pages()
+    ahead = max(1, 2 * pool.count // max(1, len(streams)))
+    merged = heapq.merge(*(cpu_records(pool, s, ahead) for s in streams), key=_TIMESTAMP)
+    prechecked(rebuilder)
+    for batch in batches(merged):  # type: ignore[arg-type]
+        output.write(rebuilder.add(trace_records(batch)))
+
+
+def _add_stats(stats: DecoderStats, pool: WorkerPool) -> None:
+    for name in ("records", "pages", "corrupt_pages", "undecodable", "pages_with_missed_events"):
+        setattr(stats, name, getattr(stats, name) + getattr(pool.stats, name))

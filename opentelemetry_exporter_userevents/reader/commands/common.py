@@ -28,6 +28,7 @@ from opentelemetry_exporter_userevents.reader.outputs import (
 from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.reader.terminal_text import printable
 from opentelemetry_exporter_userevents.reader.trace_reader import TraceReader
+from opentelemetry_exporter_userevents.reader.workers import PrecheckedOtlpJsonOutput
 from opentelemetry_exporter_userevents.record.tracepoints import ANY_PREFIX, DEFAULT_PREFIX
 
 POLL_INTERVAL = 0.2
@@ -100,7 +101,19 @@ def prefixes_of(args: argparse.Namespace, every_by_default: bool = False) -> lis
     return [args.prefix]
 
 
-def output_of(args: argparse.Namespace, out: TextIO) -> Output:
+def workers_of(args: argparse.Namespace) -> int:
+    """Decoding workers to use: ``--workers`` for OTLP/JSON lines; 1 (in-process) for the
+    tree view and ``--exporter``, which need SDK objects built from whole checked
+    records (:mod:`..workers`)."""
+    if args.exporter or args.format == "tree":
+        return 1
+    return max(1, int(args.workers))
+
+
+def output_of(args: argparse.Namespace, out: TextIO, workers: int = 1) -> Output:
+    """The output; with workers, OTLP/JSON lines that take their encoded items."""
+    if workers > 1 and not args.exporter and args.format != "tree":
+        return PrecheckedOtlpJsonOutput(out)
     if args.exporter:
         return ExporterOutput(args.exporter)
     if args.format == "tree":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from operator import itemgetter
 from typing import TextIO
 
 from opentelemetry_exporter_userevents.reader.commands.capture import capture
@@ -21,6 +22,7 @@ from opentelemetry_exporter_userevents.reader.commands.common import (
     run_until_stopped,
     stop_signals,
     tracefs_of,
+    workers_of,
 )
 from opentelemetry_exporter_userevents.reader.outputs import Output
 from opentelemetry_exporter_userevents.reader.private_file import open_private
@@ -28,6 +30,17 @@ from opentelemetry_exporter_userevents.reader.process_view import ProcessViews, 
 from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.reader.terminal_text import printable
 from opentelemetry_exporter_userevents.reader.trace_reader import TraceReader
+from opentelemetry_exporter_userevents.reader.workers import (
+    WorkerError,
+    WorkerPool,
+    chunks,
+    prechecked,
+    trace_records,
+)
+
+BUSY_PAGES = 64
+"""A read of at least this many pages starts the workers (``--workers`` above 1): a reader
+that is never busy never starts them."""
 
 
 def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -39,7 +52,8 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     )
     if args.capture:
         return capture(args, reader, tracefs, err)
-    output = output_of(args, out)
+    workers = workers_of(args)
+    output = output_of(args, out, workers)
     views: ProcessViews | None = None
     if not args.no_resource_detection:
         views, notes = live_views()
@@ -49,6 +63,9 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         resource_wait=args.resource_wait, sdk_objects=output.sdk_objects, process_views=views
     )
     started = time.monotonic()
+    parallel = _Parallel(reader, rebuilder, workers)
+    stop_reason = "error"
+    failed: WorkerError | None = None
     try:
         with stop_signals() as stop:
             reader.start()
@@ -63,27 +80,94 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
             def rebuild() -> bool:
                 nonlocal next_progress
-                records = reader.read()
-                output.write(rebuilder.add(records))
+                found = parallel.step(output)
                 now = time.monotonic()
                 if (args.progress or err.isatty()) and now >= next_progress:
                     err.write(_summary(reader, rebuilder, output, started, "") + "\n")
                     err.flush()
                     next_progress = now + PROGRESS_INTERVAL
-                return bool(records)
+                return found
 
             deadline = started + args.duration if args.duration else None
-            stop_reason = run_until_stopped(rebuild, deadline, stop, reader.wait)
-            output.write(rebuilder.add(reader.read()))
+            try:
+                stop_reason = run_until_stopped(rebuild, deadline, stop, reader.wait)
+                parallel.step(output, last=True)
+            except WorkerError as error:  # what was rebuilt is written, then the error
+                failed = error
             output.write(rebuilder.flush())
     finally:
+        parallel.close()
         reader.close()
         output.close()
     if reader.cleanup_error:
         err.write(f"otel-userevents: {printable(reader.cleanup_error)}\n")
     err.write(_summary(reader, rebuilder, output, started, stop_reason) + "\n")
+    if failed is not None:
+        err.write(f"otel-userevents: {printable(str(failed))}\n")
     err.flush()
-    return 0
+    return 1 if failed is not None else 0
+
+
+class _Parallel:
+    """Reads, and the records they hold to the rebuilder: in-process (``reader.read()``,
+    as with ``--workers 1``) until a read is busy, then through workers.
+
+    With workers, a read's pages (read, then the rescan, as ``reader.read()`` does) go out
+    in chunks; the read before's records come back, concatenated in the order their pages
+    were read and sorted by timestamp (stable), exactly as ``reader.read()`` orders them,
+    and go to the rebuilder: one read in flight, so the workers decode the next while the
+    main process rebuilds and writes. Formats found by a rescan are sent after the pages
+    read before it (decoded without them, as in-process)."""
+
+    def __init__(self, reader: TraceReader, rebuilder: Rebuilder, workers: int) -> None:
+        self.reader = reader
+        self.rebuilder = rebuilder
+        self.workers = workers
+        self.pool: WorkerPool | None = None
+        self.in_flight: list[int] = []
+
+    def step(self, output: Output, last: bool = False) -> bool:
+        """One read (``last``: and every record still in flight); whether it found any."""
+        reader = self.reader
+        if self.pool is None:
+            pages_before = reader.decoder.stats.pages
+            output.write(self.rebuilder.add(reader.read()))
+            read = reader.decoder.stats.pages - pages_before
+            if self.workers > 1 and read >= BUSY_PAGES and not last:
+                self.pool = WorkerPool(self.workers, reader.prefixes, reader.decoder.layout)
+                self.pool.add_formats(text for _system, text in reader.formats())
+                prechecked(self.rebuilder)
+            return read > 0
+        pages = [page for _cpu, page in reader.capture()]
+        pool = self.pool
+        tickets = [pool.submit(chunk) for chunk in chunks(pages)]
+        pool.add_formats(text for _system, text in reader.formats())
+        self._deliver(output)
+        self.in_flight = tickets
+        if last:
+            self._deliver(output)
+        return bool(pages)
+
+    def _deliver(self, output: Output) -> None:
+        assert self.pool is not None
+        records = []
+        for ticket in self.in_flight:
+            records += self.pool.result(ticket)
+        self.in_flight = []
+        records.sort(key=_TIMESTAMP)
+        stats, pool_stats = self.reader.decoder.stats, self.pool.stats
+        for name in ("records", "pages", "corrupt_pages", "undecodable",
+                     "pages_with_missed_events"):  # fmt: skip
+            setattr(stats, name, getattr(stats, name) + getattr(pool_stats, name))
+            setattr(pool_stats, name, 0)
+        output.write(self.rebuilder.add(trace_records(records)))
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+
+
+_TIMESTAMP = itemgetter(0)  # TraceRecord.timestamp, and a worker's record's
 
 
 def _summary(
