@@ -1,0 +1,277 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""Reader speed to an OTLP/HTTP receiver, end to end, from ring-buffer pages captured on a
+real kernel: ``otel-userevents record --exporter otlp_proto_http`` on one core.
+
+One command, on the host:
+
+    USER_EVENTS_KERNEL=../shared/kernel/bzImage .venv/bin/python benchmarks/reader_export.py
+
+It boots the test bed for a capture, as ``benchmarks/reader_decode.py`` does (spans with 4
+attributes and 1 event, then logs with 4 attributes; ``--pages FILE`` times a capture
+again, one of reader_decode.py's too), then, on the host, pinned to one core, times the
+reader from pages to requests answered by a local OTLP/HTTP receiver (127.0.0.1, another
+process pinned to the other core, that reads each body and answers 200 with an empty
+response), read after read as ``record`` runs (100 pages a read, about 1,000 spans: one
+request per read and signal), both ways side by side in each round:
+
+- ``direct``: checked records to request bytes (``reader/otlp_proto_direct.py``) posted by
+  the OTLP/HTTP exporter's own client (``reader/otlp_http_output.py``): the reader now;
+- ``sdk``: SDK objects handed to ``OTLPSpanExporter``/``OTLPLogExporter.export`` (the OTLP
+  encoder, protobuf, the same client): the reader before.
+
+After the timed part of each round it fetches what the receiver got, checks that every span
+or log arrived once, and that both ways sent the same bytes, request by request. It prints
+rates (best of ``--repeat`` rounds), each stage's share and the ratio of the two ways.
+Needs opentelemetry-exporter-otlp-proto-http.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.server
+import json
+import multiprocessing
+import os
+import shutil
+import struct
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (  # noqa: E402
+    ExportLogsServiceRequest,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: E402
+    ExportTraceServiceRequest,
+)
+
+from opentelemetry_exporter_userevents.abi import parse_format  # noqa: E402
+from opentelemetry_exporter_userevents.reader.decoder import RecordDecoder  # noqa: E402
+from opentelemetry_exporter_userevents.reader.outputs import ExporterOutput  # noqa: E402
+from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder  # noqa: E402
+from testbed import guest  # noqa: E402
+
+PATHS = {
+    "direct": "request bytes straight from checked records, the exporter's client (the reader now)",
+    "sdk": "SDK objects to the OTLP/HTTP exporter's export() (the reader before)",
+}
+PAGES_PER_READ = 100
+GOAL = 20_000
+"""Spans/s on one core, pages to an OTLP/HTTP receiver (issue 24, item 3)."""
+SIGNAL_PATH = {"span": "/v1/traces", "log": "/v1/logs"}
+
+
+def _receive(port: Any, cpu: int | None) -> None:
+    """The receiver process: keeps each request's path and body; ``/collect`` hands them
+    over (length-prefixed) and forgets them."""
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})
+    kept: list[tuple[str, bytes]] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:  # noqa: N802 - the http.server name
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            if self.path == "/collect":
+                out = b"".join(struct.pack("<HI", len(p), len(b)) + p.encode() + b for p, b in kept)
+                kept.clear()
+            else:
+                kept.append((self.path, body))
+                out = b""
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    port.put(server.server_address[1])
+    server.serve_forever()
+
+
+def _collect(url: str) -> list[tuple[str, bytes]]:
+    with urllib.request.urlopen(urllib.request.Request(f"{url}/collect", b"")) as answer:
+        data = answer.read()
+    requests, at = [], 0
+    while at < len(data):
+        path_size, size = struct.unpack_from("<HI", data, at)
+        at += 6
+        path = data[at : at + path_size].decode()
+        at += path_size
+        requests.append((path, data[at : at + size]))
+        at += size
+    return requests
+
+
+def _count(kind: str, body: bytes) -> int:
+    if kind == "span":
+        request = ExportTraceServiceRequest.FromString(body)
+        return sum(len(s.spans) for r in request.resource_spans for s in r.scope_spans)
+    logs = ExportLogsServiceRequest.FromString(body)
+    return sum(len(s.log_records) for r in logs.resource_logs for s in r.scope_logs)
+
+
+def measure(path: Path, repeat: int, cpus: tuple[int, int] | None) -> dict[str, Any]:
+    captured = json.loads(path.read_text())
+    phases = captured["pages"]
+    decoder = RecordDecoder("bench")
+    for _system, text in captured["formats"]:
+        decoder.add(parse_format(text))
+    context = multiprocessing.get_context("spawn")
+    port: Any = context.Queue()
+    receiver = context.Process(target=_receive, args=(port, cpus[1] if cpus else None), daemon=True)
+    receiver.start()
+    url = f"http://127.0.0.1:{port.get(timeout=30)}"
+    for name in ("ENDPOINT", "HEADERS", "COMPRESSION", "TIMEOUT"):
+        for signal in ("", "TRACES_", "LOGS_"):
+            os.environ.pop(f"OTEL_EXPORTER_OTLP_{signal}{name}", None)
+    os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = url
+    if cpus:
+        os.sched_setaffinity(0, {cpus[0]})
+    figures: dict[str, Any] = {"written": captured["written"], "lost": captured["lost"]}
+    try:
+        for kind, hexed in phases.items():
+            pages = [bytes.fromhex(p) for p in hexed]
+            figures[kind] = _measure_kind(decoder, pages, kind, repeat, url)
+    finally:
+        receiver.kill()
+        receiver.join()
+    return figures
+
+
+def _measure_kind(
+    decoder: RecordDecoder, pages: list[bytes], kind: str, repeat: int, url: str
+) -> dict[str, float]:
+    best: dict[str, float] = {}
+    stages: dict[str, dict[str, float]] = {}
+    records = decoder.decode_pages(pages)
+    count = sum(r.kind == kind for r in records)
+    del records
+    clock = time.perf_counter
+    sent: dict[str, list[bytes]] = {}
+    requests = 0
+    for _ in range(repeat):
+        for name in PATHS:
+            spent = dict.fromkeys(("decode", "rebuild", "output"), 0.0)
+            direct = name == "direct"
+            output = ExporterOutput("otlp_proto_http", direct=direct)
+            assert output.sdk_objects is not direct, "the direct path is there"
+            started = clock()
+            rebuilder = Rebuilder(resource_wait=float("inf"), sdk_objects=not direct)
+            for first in range(0, len(pages), PAGES_PER_READ):
+                start = clock()
+                read = decoder.decode_pages(pages[first : first + PAGES_PER_READ])
+                decoded = clock()
+                rebuilt = rebuilder.add(read)
+                done = clock()
+                output.write(rebuilt)
+                written = clock()
+                spent["decode"] += decoded - start
+                spent["rebuild"] += done - decoded
+                spent["output"] += written - done
+            output.write(rebuilder.flush())
+            elapsed = clock() - started
+            output.close()
+            if elapsed < best.get(name, float("inf")):
+                best[name] = elapsed
+                stages[name] = {stage: t / elapsed for stage, t in spent.items()}
+            assert getattr(rebuilder.stats, f"{kind}s") == count, f"every {kind} rebuilt"
+            assert output.failed == 0 and rebuilder.stats.without_resource == 0
+            # Outside the timed part: what the receiver got.
+            got = _collect(url)
+            assert {p for p, _ in got} == {SIGNAL_PATH[kind]}, {p for p, _ in got}
+            bodies = [body for _, body in got]
+            assert sum(_count(kind, body) for body in bodies) == count, f"every {kind} received"
+            if name in sent:
+                assert bodies == sent[name], "each round sends the same requests"
+            sent[name] = bodies
+            requests = len(bodies)
+    assert sent["direct"] == sent["sdk"], "both ways send the same bytes, request by request"
+    figures: dict[str, float] = {"pages": len(pages), "items": count, "requests": requests}
+    figures["request_bytes"] = sum(len(b) for b in sent["direct"])
+    for name in PATHS:
+        figures[f"{name}_per_s"] = count / best[name]
+        for stage, share in stages[name].items():
+            figures[f"{name}_share_{stage}"] = share
+    figures["direct_to_sdk"] = figures["direct_per_s"] / figures["sdk_per_s"]
+    return figures
+
+
+def _capture(count: int) -> Path | None:
+    kernel = os.environ.get(guest.KERNEL_ENV)
+    reason = guest.unavailable_reason(kernel)
+    if reason:
+        print(f"reader_export: {reason}", file=sys.stderr)
+        return None
+    path = Path(tempfile.mkdtemp()) / "pages.json"
+    script = ROOT / "benchmarks" / "reader_decode.py"
+    command = [sys.executable, str(script), "--spans", str(count),
+               "--capture", "$TESTBED_SHARE/pages.json"]  # fmt: skip
+    result = guest.run(
+        kernel,
+        ["sh", "-c", " ".join(command)],
+        timeout=1800,
+        keep=lambda share: shutil.copy(share / "pages.json", path),
+    )
+    if result.returncode != 0:
+        print(result.console[-3000:], file=sys.stderr)
+        return None
+    return path
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spans", type=int, default=20000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--pages", metavar="FILE", help="time pages captured earlier")
+    options = parser.parse_args()
+    path = Path(options.pages) if options.pages else _capture(options.spans)
+    if path is None:
+        return 2
+    print(f"reader_export: pages in {path} (again: --pages {path})", file=sys.stderr)
+    available = sorted(os.sched_getaffinity(0))
+    cpus = (available[0], available[1]) if len(available) >= 2 else None
+    figures = measure(path, options.repeat, cpus)
+    figures["cpus"] = list(cpus) if cpus else "unpinned (one CPU)"
+    figures["load_average"] = os.getloadavg()
+    print(json.dumps(figures, indent=2))
+    print(f"{figures['written']:,} records written in the guest, {figures['lost']} lost; "
+          f"reader on CPU {cpus[0] if cpus else '?'}, receiver on CPU "
+          f"{cpus[1] if cpus else '?'}; load average {os.getloadavg()[0]:.2f}")  # fmt: skip
+    for kind, what in (("span", "spans"), ("log", "logs")):
+        if kind not in figures:
+            continue
+        kind_figures = figures[kind]
+        print(f"{what}: {kind_figures['items']:,} in {kind_figures['requests']} requests "
+              f"({kind_figures['request_bytes']:,} bytes), best of {options.repeat}")  # fmt: skip
+        for name, label in PATHS.items():
+            shares = ", ".join(
+                f"{stage} {kind_figures[f'{name}_share_{stage}']:.0%}"
+                for stage in ("decode", "rebuild", "output")
+            )
+            rate = kind_figures[f"{name}_per_s"]
+            print(f"{what}, pages to an OTLP/HTTP receiver, {label}: {rate:,.0f} {what}/s "
+                  f"on one core; {shares}")  # fmt: skip
+        print(f"{what}, the reader now / before: {kind_figures['direct_to_sdk']:.2f}x")
+    if "span" in figures:
+        rate = figures["span"]["direct_per_s"]
+        verdict = "met" if rate >= GOAL else f"missed by {GOAL - rate:,.0f} spans/s"
+        print(f"targets: pages to OTLP/HTTP >= {GOAL:,} spans/s on one core: {verdict} "
+              f"({rate:,.0f} spans/s, {rate / GOAL:.2f}x the goal)")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
