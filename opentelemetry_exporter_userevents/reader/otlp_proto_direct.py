@@ -366,27 +366,45 @@ def _attributes(tag: bytes, attributes: Mapping[str, Any], clean: bool = True) -
     encoded = []
     for key, value in attributes.items():
         try:
-            if type(value) is str:  # the common case
-                key_bytes = key.encode()
+            if not key:
+                if not clean:
+                    encoded.append(_field(tag, _field(_VALUE, _value(value, clean))))
+                continue
+            key_field = _KEYS.get(key) or _key_field(key)
+            kind = type(value)
+            if kind is str:  # the common cases first
                 value_bytes = value.encode()
                 size = len(value_bytes)
                 if size < 0x7E:
                     any_value = b"\x12" + _BYTE[size + 2] + b"\x0a" + _BYTE[size] + value_bytes
                 else:
                     any_value = _field(_VALUE, _field(_STRING, value_bytes))
-                if key_bytes:
-                    encoded.append(_field(tag, _field(_KEY, key_bytes) + any_value))
-                elif not clean:
-                    encoded.append(_field(tag, any_value))
-            elif key:
-                encoded.append(
-                    _field(tag, _field(_KEY, _text(key)) + _field(_VALUE, _value(value, clean)))
-                )
-            elif not clean:
-                encoded.append(_field(tag, _field(_VALUE, _value(value, clean))))
+            elif kind is int and 0 <= value < 0x80:
+                any_value = b"\x12\x02\x18" + _BYTE[value]
+            else:
+                any_value = _field(_VALUE, _value(value, clean))
+            key_value = key_field + any_value
+            size = len(key_value)
+            if size < 0x80:
+                encoded.append(tag + _BYTE[size] + key_value)
+            else:
+                encoded.append(tag + _varint(size) + key_value)
         except (Unrepresentable, UnicodeEncodeError):
             continue
     return b"".join(encoded)
+
+
+_KEYS: dict[str, bytes] = {}
+"""The KeyValue key field of each short attribute key seen."""
+
+
+def _key_field(key: str) -> bytes:
+    field = _field(_KEY, key.encode())
+    if len(key) <= 64:
+        if len(_KEYS) >= _CACHE:
+            _KEYS.clear()
+        _KEYS[key] = field
+    return field
 
 
 def _value(value: Any, clean: bool) -> bytes:
