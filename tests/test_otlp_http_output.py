@@ -20,6 +20,8 @@ import pytest
 
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 
+from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs  # noqa: E402
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans  # noqa: E402
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter  # noqa: E402
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # noqa: E402
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (  # noqa: E402
@@ -29,9 +31,12 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
     ExportTraceServiceRequest,
 )
 
-from opentelemetry_exporter_userevents.reader import otlp_http_output  # noqa: E402
+from opentelemetry_exporter_userevents.reader import cli, otlp_http_output, otlp_json  # noqa: E402
 from opentelemetry_exporter_userevents.reader.outputs import ExporterOutput  # noqa: E402
 from opentelemetry_exporter_userevents.reader.rebuild import JoinedRecord, Rebuilder  # noqa: E402
+from tests.support.span_fixtures import make_logs, make_spans  # noqa: E402
+from tests.test_capture import _capture, _encodable, _pages  # noqa: E402
+from tests.test_capture import _records as _capture_records  # noqa: E402
 from tests.test_otlp_proto_direct import _joined, _log, _span  # noqa: E402
 
 
@@ -229,3 +234,47 @@ def test_sdk_objects_where_the_client_is_not_known(
     monkeypatch.setattr(otlp_http_output, "direct_sender", lambda exporter, kind: None)
     assert ExporterOutput("otlp_proto_http").sdk_objects
     assert ExporterOutput("console").sdk_objects
+
+
+def test_cli_decode_posts_what_the_app_handed_to_the_sdk(
+    receiver: Receiver, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``decode CAPTURE --exporter otlp_proto_http``: the receiver gets the app's spans and
+    logs as its OTLP encoder makes them, with no SDK object built in the reader."""
+    spans, logs, raws = _capture_records(
+        _encodable(make_spans(), otlp_json.spans_request),
+        _encodable(make_logs(), otlp_json.logs_request),
+    )
+    built: list[Any] = []
+    original_span, original_log = Rebuilder.span, Rebuilder.log
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Rebuilder, "span", lambda *a: built.append(a) or original_span(*a))
+        patch.setattr(Rebuilder, "log", lambda *a: built.append(a) or original_log(*a))
+        assert (
+            cli.main(["decode", _capture(tmp_path, _pages(raws)), "--exporter", "otlp_proto_http"])
+            == 0
+        )
+    assert built == []  # no SDK object
+    got_spans = [
+        span
+        for body in receiver.bodies("/v1/traces")
+        for r in ExportTraceServiceRequest.FromString(body).resource_spans
+        for s in r.scope_spans
+        for span in s.spans
+    ]
+    want_spans = [
+        span for r in encode_spans(spans).resource_spans for s in r.scope_spans for span in s.spans
+    ]
+    assert got_spans == want_spans and got_spans
+    got_logs = [
+        log
+        for body in receiver.bodies("/v1/logs")
+        for r in ExportLogsServiceRequest.FromString(body).resource_logs
+        for s in r.scope_logs
+        for log in s.log_records
+    ]
+    want_logs = [
+        log for r in encode_logs(logs).resource_logs for s in r.scope_logs for log in s.log_records
+    ]
+    assert got_logs == want_logs and got_logs
+    assert "not written" not in capsys.readouterr().err
