@@ -30,6 +30,7 @@ Needs opentelemetry-exporter-otlp-proto-http.
 from __future__ import annotations
 
 import argparse
+import gzip
 import http.server
 import json
 import multiprocessing
@@ -123,7 +124,9 @@ def _count(kind: str, body: bytes) -> int:
     return sum(len(s.log_records) for r in logs.resource_logs for s in r.scope_logs)
 
 
-def measure(path: Path, repeat: int, cpus: tuple[int, int] | None) -> dict[str, Any]:
+def measure(
+    path: Path, repeat: int, cpus: tuple[int, int] | None, compression: str = "none"
+) -> dict[str, Any]:
     captured = json.loads(path.read_text())
     phases = captured["pages"]
     decoder = RecordDecoder("bench")
@@ -138,6 +141,7 @@ def measure(path: Path, repeat: int, cpus: tuple[int, int] | None) -> dict[str, 
         for signal in ("", "TRACES_", "LOGS_"):
             os.environ.pop(f"OTEL_EXPORTER_OTLP_{signal}{name}", None)
     os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = url
+    os.environ["OTEL_EXPORTER_OTLP_COMPRESSION"] = compression
     if cpus:
         os.sched_setaffinity(0, {cpus[0]})
     figures: dict[str, Any] = {"written": captured["written"], "lost": captured["lost"]}
@@ -192,7 +196,7 @@ def _measure_kind(
             # Outside the timed part: what the receiver got.
             got = _collect(url)
             assert {p for p, _ in got} == {SIGNAL_PATH[kind]}, {p for p, _ in got}
-            bodies = [body for _, body in got]
+            bodies = [gzip.decompress(b) if b[:2] == b"\x1f\x8b" else b for _, b in got]
             assert sum(_count(kind, body) for body in bodies) == count, f"every {kind} received"
             if name in sent:
                 assert bodies == sent[name], "each round sends the same requests"
@@ -236,6 +240,9 @@ def main() -> int:
     parser.add_argument("--spans", type=int, default=20000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--pages", metavar="FILE", help="time pages captured earlier")
+    parser.add_argument(
+        "--compression", choices=("none", "gzip"), default="none", help="the exporter's"
+    )
     options = parser.parse_args()
     path = Path(options.pages) if options.pages else _capture(options.spans)
     if path is None:
@@ -243,7 +250,8 @@ def main() -> int:
     print(f"reader_export: pages in {path} (again: --pages {path})", file=sys.stderr)
     available = sorted(os.sched_getaffinity(0))
     cpus = (available[0], available[1]) if len(available) >= 2 else None
-    figures = measure(path, options.repeat, cpus)
+    figures = measure(path, options.repeat, cpus, options.compression)
+    figures["compression"] = options.compression
     figures["cpus"] = list(cpus) if cpus else "unpinned (one CPU)"
     figures["load_average"] = os.getloadavg()
     print(json.dumps(figures, indent=2))
@@ -255,7 +263,8 @@ def main() -> int:
             continue
         kind_figures = figures[kind]
         print(f"{what}: {kind_figures['items']:,} in {kind_figures['requests']} requests "
-              f"({kind_figures['request_bytes']:,} bytes), best of {options.repeat}")  # fmt: skip
+              f"({kind_figures['request_bytes']:,} bytes before compression: "
+              f"{options.compression}), best of {options.repeat}")  # fmt: skip
         for name, label in PATHS.items():
             shares = ", ".join(
                 f"{stage} {kind_figures[f'{name}_share_{stage}']:.0%}"
