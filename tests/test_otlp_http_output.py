@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import http.server
+import json
 import logging
 import threading
 from collections.abc import Iterator
@@ -31,11 +32,18 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
     ExportTraceServiceRequest,
 )
 
+from benchmarks import reader_export  # noqa: E402
+from opentelemetry_exporter_userevents._export.log_encoder import encode_log  # noqa: E402
+from opentelemetry_exporter_userevents._export.span_encoder import encode_span  # noqa: E402
+from opentelemetry_exporter_userevents.abi.ring_buffer import FTRACE_MAX_PAYLOAD  # noqa: E402
 from opentelemetry_exporter_userevents.reader import cli, otlp_http_output, otlp_json  # noqa: E402
 from opentelemetry_exporter_userevents.reader.outputs import ExporterOutput  # noqa: E402
 from opentelemetry_exporter_userevents.reader.rebuild import JoinedRecord, Rebuilder  # noqa: E402
+from opentelemetry_exporter_userevents.record import schema  # noqa: E402
+from tests.support.captures import format_text  # noqa: E402
+from tests.support.pages import data_event, page, record  # noqa: E402
 from tests.support.span_fixtures import make_logs, make_spans  # noqa: E402
-from tests.test_capture import _capture, _encodable, _pages  # noqa: E402
+from tests.test_capture import _capture, _encodable, _pages, _resource_payload  # noqa: E402
 from tests.test_capture import _records as _capture_records  # noqa: E402
 from tests.test_otlp_proto_direct import _joined, _log, _span  # noqa: E402
 
@@ -278,3 +286,38 @@ def test_cli_decode_posts_what_the_app_handed_to_the_sdk(
     ]
     assert got_logs == want_logs and got_logs
     assert "not written" not in capsys.readouterr().err
+
+
+def test_the_export_benchmark_runs(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """benchmarks/reader_export.py on a small capture of the fixtures' spans and logs (every
+    value kind OTLP carries): both ways deliver every record, in the same bytes."""
+    for name in ("ENDPOINT", "HEADERS", "COMPRESSION", "TIMEOUT"):
+        for signal in ("", "TRACES_", "LOGS_"):
+            monkeypatch.setenv(f"OTEL_EXPORTER_OTLP_{signal}{name}", "")  # restored after
+    monkeypatch.delenv("OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED", raising=False)
+    ids = {"span": 401, "log": 402, "resource": 403}
+    formats = [
+        ("user_events_multi", format_text(schema.SPAN, "bench_span.1f", ids["span"])),
+        ("user_events_multi", format_text(schema.LOG, "bench_log_info.1f", ids["log"])),
+        ("user_events_multi", format_text(schema.RESOURCE, "bench_resource.1f", ids["resource"])),
+    ]
+    rid, resource = _resource_payload()
+    spans = _encodable(make_spans(), otlp_json.spans_request)
+    logs = _encodable(make_logs(), otlp_json.logs_request)
+    raws = {
+        "span": [record(ids["span"], encode_span(s, rid, FTRACE_MAX_PAYLOAD)[0]) for s in spans],
+        "log": [record(ids["log"], encode_log(g, rid, FTRACE_MAX_PAYLOAD)[0]) for g in logs],
+    }
+    pages = {
+        kind: [
+            page(1000 + 10 * n, [data_event(0, raw)]).hex()
+            for n, raw in enumerate([record(ids["resource"], resource), *kind_raws])
+        ]
+        for kind, kind_raws in raws.items()
+    }
+    path = tmp_path / "pages.json"
+    path.write_text(json.dumps({"formats": formats, "lost": 0, "written": 0, "pages": pages}))
+    for compression in ("none", "gzip"):
+        figures = reader_export.measure(path, 2, None, compression)
+        assert figures["span"]["items"] == len(spans) and figures["log"]["items"] == len(logs)
+        assert figures["span"]["direct_per_s"] > 0 and figures["log"]["sdk_per_s"] > 0
