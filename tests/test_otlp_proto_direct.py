@@ -194,3 +194,11 @@ def test_the_cache_gives_the_same_bytes() -> None:
     first = otlp_proto_direct.spans_request(batch, cache)
     assert otlp_proto_direct.spans_request(batch, cache) == first
     assert first == otlp_proto_direct.spans_request(batch)
+
+
+def test_a_value_past_its_field_fails_its_record_only() -> None:
+    """Checks keep such values out; were one to pass, its record alone is left out."""
+    batch = _joined(_span(start_time_ns=2**64), _span(kind=7), _span(trace_id=2**128), _span())
+    data, failed = otlp_proto_direct.spans_request(batch)
+    assert failed == 3
+    assert data == otlp_proto_direct.spans_request(batch[3:])[0]

@@ -205,8 +205,8 @@ def _request(
             continue
         try:
             encoded = encode(checked)
-        except Unrepresentable:
-            failed += 1
+        except (Unrepresentable, OverflowError, IndexError, struct.error):
+            failed += 1  # (the last three: a value past its field, which checks keep out)
             continue
         if not scope_of.items:
             if not resource_of.used:
