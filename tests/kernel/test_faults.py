@@ -70,7 +70,7 @@ def test_tracefs_unmounted_mid_run_the_open_file_keeps_working(exporter, tracefs
     stats, reason, late_result, late_stats = in_child(without_tracefs)
 
     assert stats["written"] == 2 and len(attach.lines(exporter.registration)) == 2
-    assert "tracefs is not mounted" in reason
+    assert "neither tracefs nor a bind-mounted user_events_data is here" in reason
     assert late_result == "SUCCESS" and set(late_stats.values()) == {0}
 
 
