@@ -89,19 +89,20 @@ def test_report_without_a_guest_run_says_so():
 
 
 def test_reader_live_report_names_the_highest_rate_held_with_nothing_lost():
-    def step(asked, rate, lost):
+    def step(asked, rate, lost, writers=1):
         return {"asked": asked, "rate": rate, "spans": 10, "written": 11, "read": 11 - lost,
-                "lost": lost, "rebuilt": 10 - lost}  # fmt: skip
+                "lost": lost, "rebuilt": 10 - lost, "writers": writers}  # fmt: skip
 
     result = {
-        "own": step(0, 1000.0, 0),
-        "steps": [step(250, 249.0, 0), step(500, 498.0, 0), step(750, 700.0, 3),
-                  step(0, 990.0, 9)],
+        "own": step(0, 900.0, 0),
+        "steps": [step(225, 224.0, 0), step(450, 448.0, 0), step(0, 1000.0, 0),
+                  step(0, 1200.0, 0, writers=2), step(0, 1500.0, 40, writers=4)],
     }  # fmt: skip
 
     text = reader_live.report(result, "m")
 
-    assert "the writer's own rate, a reader recording: 1,000 spans/s" in text
+    assert "one writer's own rate (unpaced, a reader recording): 1,000 spans/s" in text
+    assert "2 x unpaced" in text and "4 x unpaced" in text
     assert text.splitlines()[-1] == (
-        "highest writer rate held with 0 lost: 498 spans/s, 0.50x the writer's own rate"
+        "highest writer rate held with 0 lost: 1,200 spans/s, 1.20x one writer's own rate"
     )
