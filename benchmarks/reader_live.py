@@ -12,7 +12,8 @@ spans of the benchmark's shape, 4 attributes and 1 event, through the exporter) 
 fast as it can while a reader records: that is the writer's own rate. Then it paces the
 writer at fractions of that rate, each for about ``--seconds`` seconds with a fresh reader
 (``record --prefix P -o FILE``, its default buffer), and reads from each reader's summary
-how many records the kernel dropped because the reader fell behind. Then 2 and 4 writers
+how many records the kernel dropped because the reader fell behind, and the reader's
+peak resident size (its workers' added). Then 2 and 4 writers
 at once, each unpaced, to go past what one writer can give. It prints each step and the
 highest rate held with 0 lost, as a ratio to one writer's own rate. The guest is
 emulated (TCG, two vCPUs on the host's cores): the ratio carries over to a real machine
@@ -91,6 +92,7 @@ def step(directory: Path, prefix: str, count: int, rate: float, writers: int = 1
         if now != last:
             last, since = now, time.monotonic()
         time.sleep(0.25)
+    peak = _peak_kib(reader.pid)
     reader.send_signal(signal.SIGINT)
     _, err = reader.communicate(timeout=300)
     summary = re.search(r"(\d+) records in .*?, lost (\d+)", err)
@@ -106,7 +108,26 @@ def step(directory: Path, prefix: str, count: int, rate: float, writers: int = 1
         "read": int(summary[1]),
         "lost": int(summary[2]),
         "rebuilt": _spans_in(output),
+        "reader_peak_kib": peak,
     }
+
+
+def _peak_kib(pid: int) -> int:
+    """The reader's peak resident size (``VmHWM``) and its workers', summed, in KiB."""
+    total = 0
+    pids = [pid]
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as f:
+            pids += [int(child) for child in f.read().split()]
+    except OSError:
+        pass
+    for each in pids:
+        try:
+            with open(f"/proc/{each}/status", encoding="ascii") as f:
+                total += next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+        except (OSError, StopIteration, ValueError):
+            pass
+    return total
 
 
 def in_guest(seconds: float) -> dict[str, Any]:
@@ -134,7 +155,8 @@ def report(result: dict[str, Any], machine: str) -> str:
         f"one writer's own rate (unpaced, a reader recording): {own:,.0f} spans/s; the paces "
         f"are fractions of a warm-up run's {result['own']['rate']:,.0f} spans/s",
         "",
-        f"{'asked':>16} {'achieved':>12} {'of own':>7} {'written':>9} {'read':>9} {'lost':>7}",
+        f"{'asked':>16} {'achieved':>12} {'of own':>7} {'written':>9} {'read':>9} {'lost':>7}"
+        f" {'reader peak':>12}",
     ]
     held = 0.0
     for s in steps:
@@ -144,7 +166,7 @@ def report(result: dict[str, Any], machine: str) -> str:
             asked = f"{writers} x {asked}"
         lines.append(
             f"{asked:>16} {s['rate']:>10,.0f}/s {s['rate'] / own:>6.0%} {s['written']:>9,} "
-            f"{s['read']:>9,} {s['lost']:>7,}"
+            f"{s['read']:>9,} {s['lost']:>7,} {s.get('reader_peak_kib', 0) / 1024:>8.0f} MiB"
         )
         if s["lost"] == 0:
             held = max(held, s["rate"])
