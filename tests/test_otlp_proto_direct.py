@@ -189,7 +189,7 @@ def test_a_resource_that_cannot_be_carried_fails_its_records_only() -> None:
 
 
 def test_the_cache_gives_the_same_bytes() -> None:
-    cache = otlp_proto_direct.EncodedCache()
+    cache = otlp_proto_direct.RequestCache()
     batch = _joined(_span(), scope=_SCOPE) + _joined(_span(span_id=4))
     first = otlp_proto_direct.spans_request(batch, cache)
     assert otlp_proto_direct.spans_request(batch, cache) == first

@@ -45,7 +45,7 @@ _DEFAULT_MAX_REQUEST_SIZE = 64 * 1024 * 1024
 _INTERNAL_METRICS = "OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED"
 
 Encode = Callable[
-    [Sequence[JoinedRecord], otlp_proto_direct.EncodedCache], tuple[bytes | None, int]
+    [Sequence[JoinedRecord], otlp_proto_direct.RequestCache], tuple[bytes | None, int]
 ]
 
 
@@ -57,7 +57,7 @@ class DirectSender:
         self._max_request_size = max_request_size
         self._encode = encode
         self._kind = kind
-        self._cache = otlp_proto_direct.EncodedCache()
+        self._cache = otlp_proto_direct.RequestCache()
 
     def send(self, records: Sequence[JoinedRecord]) -> int:
         """Post one request of ``records``; how many were not delivered (never raises)."""

@@ -35,7 +35,7 @@ import base64
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
@@ -65,7 +65,7 @@ class Unrepresentable(ValueError):
 
 
 def spans_line(
-    records: Iterable[JoinedRecord], cache: EncodedCache | None = None
+    records: Iterable[JoinedRecord], cache: EncodedCache[str] | None = None
 ) -> tuple[str | None, int]:
     """An ExportTraceServiceRequest of checked spans, as ``otlp_json.dumps`` writes what
     :func:`.otlp_json.spans_request` makes of their SDK objects; None if none could be
@@ -74,7 +74,7 @@ def spans_line(
 
 
 def logs_line(
-    records: Iterable[JoinedRecord], cache: EncodedCache | None = None
+    records: Iterable[JoinedRecord], cache: EncodedCache[str] | None = None
 ) -> tuple[str | None, int]:
     """An ExportLogsServiceRequest of checked logs, as ``otlp_json.dumps`` writes what
     :func:`.otlp_json.logs_request` makes of their SDK objects; None if none could be
@@ -82,19 +82,23 @@ def logs_line(
     return _line(records, _log, "resourceLogs", "scopeLogs", "logRecords", cache)
 
 
-class EncodedCache:
+_E = TypeVar("_E")
+
+
+class EncodedCache(Generic[_E]):
     """The encoded form of each Resource and InstrumentationScope object (by identity:
-    the rebuilder keeps one per distinct value), or None where OTLP cannot carry it."""
+    the rebuilder keeps one per distinct value), or None where OTLP cannot carry it; one
+    for JSON text here, one for protobuf bytes in :mod:`.otlp_proto_direct`."""
 
     def __init__(self) -> None:
-        self._items: dict[int, tuple[object, str | None]] = {}
+        self._items: dict[int, tuple[object, _E | None]] = {}
 
-    def get(self, item: Any, encode: Callable[[Any], str]) -> str | None:
+    def get(self, item: Any, encode: Callable[[Any], _E]) -> _E | None:
         try:
             return self._items[id(item)][1]
         except KeyError:
             pass
-        encoded: str | None
+        encoded: _E | None
         try:
             encoded = encode(item)
         except Unrepresentable:
@@ -116,7 +120,7 @@ class _Group:
         self.encoded = encoded
 
 
-def _grouper(cache: EncodedCache, encode: Callable[[Any], str]) -> Callable[[Any], _Group]:
+def _grouper(cache: EncodedCache[str], encode: Callable[[Any], str]) -> Callable[[Any], _Group]:
     """The group of an object, as the encoder's dict of them finds it (by equality, the
     first seen kept), looked up once per distinct object."""
     by_id: dict[int, _Group] = {}
@@ -144,9 +148,9 @@ def _line(
     resources_key: str,
     scopes_key: str,
     items_key: str,
-    cache: EncodedCache | None,
+    cache: EncodedCache[str] | None,
 ) -> tuple[str | None, int]:
-    cache = cache or EncodedCache()
+    cache = cache or EncodedCache[str]()
     resource_group = _grouper(cache, _resource)
     scope_group = _grouper(cache, _scope)
     # Grouped by resource, then scope, first seen first, as the encoder's dicts do.

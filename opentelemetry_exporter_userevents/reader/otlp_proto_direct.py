@@ -37,7 +37,7 @@ from opentelemetry_exporter_userevents.reader.checked_records import (
     CheckedLog,
     CheckedSpan,
 )
-from opentelemetry_exporter_userevents.reader.otlp_json_direct import Unrepresentable
+from opentelemetry_exporter_userevents.reader.otlp_json_direct import EncodedCache, Unrepresentable
 from opentelemetry_exporter_userevents.reader.rebuild import JoinedRecord
 
 _INT64_MIN = -(1 << 63)
@@ -109,8 +109,15 @@ _BYTES = b"\x3a"
 _LIST_ITEM = b"\x0a"
 
 
+_Encoded = tuple[bytes, bytes]
+"""A resource's or scope's fields around its records: its own message field (1), and its
+schema URL field (3), empty when it has none."""
+RequestCache = EncodedCache[_Encoded]
+"""Each resource's and scope's encoded fields, kept across requests (an output keeps one)."""
+
+
 def spans_request(
-    records: Iterable[JoinedRecord], cache: EncodedCache | None = None
+    records: Iterable[JoinedRecord], cache: RequestCache | None = None
 ) -> tuple[bytes | None, int]:
     """The serialized ExportTraceServiceRequest of checked spans, the bytes
     ``encode_spans(...).SerializeToString()`` makes of their SDK objects; None if none could
@@ -119,40 +126,12 @@ def spans_request(
 
 
 def logs_request(
-    records: Iterable[JoinedRecord], cache: EncodedCache | None = None
+    records: Iterable[JoinedRecord], cache: RequestCache | None = None
 ) -> tuple[bytes | None, int]:
     """The serialized ExportLogsServiceRequest of checked logs, the bytes
     ``encode_logs(...).SerializeToString()`` makes of their SDK objects; None if none could
     be encoded; and how many were left out."""
     return _request(records, _log, cache)
-
-
-class EncodedCache:
-    """The encoded form of each Resource and InstrumentationScope object (by identity: the
-    rebuilder keeps one per distinct value), or None where OTLP cannot carry it."""
-
-    def __init__(self) -> None:
-        self._items: dict[int, tuple[object, _Encoded | None]] = {}
-
-    def get(self, item: Any, encode: Callable[[Any], _Encoded]) -> _Encoded | None:
-        try:
-            return self._items[id(item)][1]
-        except KeyError:
-            pass
-        encoded: _Encoded | None
-        try:
-            encoded = encode(item)
-        except Unrepresentable:
-            encoded = None
-        if len(self._items) >= _CACHE:
-            self._items.clear()
-        self._items[id(item)] = (item, encoded)  # the item kept: its id is not reused
-        return encoded
-
-
-_Encoded = tuple[bytes, bytes]
-"""A resource's or scope's fields around its records: its own message field (1), and its
-schema URL field (3), empty when it has none."""
 
 
 class _Group:
@@ -172,9 +151,9 @@ class _Group:
 def _request(
     records: Iterable[JoinedRecord],
     encode: Callable[[Any], bytes],
-    cache: EncodedCache | None,
+    cache: RequestCache | None,
 ) -> tuple[bytes | None, int]:
-    cache = cache or EncodedCache()
+    cache = cache or RequestCache()
     # Grouped by resource, then scope, by value, in the order of each group's first record
     # encoded, as the encoder's dicts group the SDK objects it encodes; each distinct object
     # looked up by value once.

@@ -66,7 +66,7 @@ class OtlpJsonOutput:
         self.out = out
         self.failed = 0
         """Spans and logs the OTLP encoder could not carry, left out."""
-        self._encoded = otlp_json_direct.EncodedCache()
+        self._encoded = otlp_json_direct.EncodedCache[str]()
 
     def write(self, items: Sequence[Telemetry]) -> None:
         joined = [i for i in items if type(i) is JoinedRecord]

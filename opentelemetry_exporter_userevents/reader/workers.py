@@ -432,7 +432,7 @@ class PrecheckedOtlpJsonOutput:
         self.failed = 0
         """As :attr:`.OtlpJsonOutput.failed` (its own and the plain output's)."""
         self._failed = 0
-        self._encoded = otlp_json_direct.EncodedCache()
+        self._encoded = otlp_json_direct.EncodedCache[str]()
 
     def write(self, items: Sequence[Telemetry]) -> None:
         spans: list[JoinedRecord] = []
