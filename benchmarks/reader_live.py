@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import signal
 import subprocess
@@ -37,7 +36,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from testbed import guest  # noqa: E402
+from benchmarks.guest_run import run_in_guest, save_result  # noqa: E402
 
 FRACTIONS = (0.25, 0.5, 0.75, 0.9, 1.0)
 """Of the writer's own rate, in order; the last is unpaced (as fast as it can)."""
@@ -184,31 +183,14 @@ def main() -> int:
     parser.add_argument("--in-guest", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.in_guest:
-        result = in_guest(args.seconds)
-        Path(os.environ["TESTBED_SHARE"], "reader_live.json").write_text(json.dumps(result))
+        save_result("reader_live", in_guest(args.seconds))
         return 0
-    kernel = os.environ.get(guest.KERNEL_ENV)
-    reason = guest.unavailable_reason(kernel)
-    if reason is not None or kernel is None:
-        print(f"reader_live: {reason}", file=sys.stderr)
-        return 2
-    kept: dict[str, Any] = {}
-
-    def keep(share: Path) -> None:
-        path = share / "reader_live.json"
-        if path.exists():
-            kept["result"] = json.loads(path.read_text())
-
-    run = guest.run(
-        kernel,
-        [sys.executable, "benchmarks/reader_live.py", "--in-guest", "--seconds",
-         str(args.seconds)],
-        cwd=ROOT, keep=keep, timeout=3600,
-    )  # fmt: skip
-    if "result" not in kept:
-        print(run.output, file=sys.stderr)
-        return 1
-    print(report(kept["result"], f"qemu TCG guest, {Path(kernel).name}"))
+    code, result, machine = run_in_guest(
+        "reader_live", ["--seconds", str(args.seconds)], timeout=3600
+    )
+    if code:
+        return code
+    print(report(result, machine))
     return 0
 
 

@@ -20,8 +20,6 @@ so the app's first record would be recorded.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
 import subprocess
 import sys
@@ -32,11 +30,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.guest_run import run_in_guest, save_result  # noqa: E402
 from opentelemetry_exporter_userevents import (  # noqa: E402
     UserEventsLogExporter,
     UserEventsSpanExporter,
 )
-from testbed import guest  # noqa: E402
 
 CASES = {
     "no reader": None,
@@ -117,31 +115,12 @@ def main() -> int:
     parser.add_argument("--in-guest", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.in_guest:
-        result = in_guest(args.rounds)
-        Path(os.environ["TESTBED_SHARE"], "start_cost.json").write_text(json.dumps(result))
+        save_result("start_cost", in_guest(args.rounds))
         return 0
-    kernel = os.environ.get(guest.KERNEL_ENV)
-    reason = guest.unavailable_reason(kernel)
-    if reason is not None or kernel is None:
-        print(f"start_cost: {reason}", file=sys.stderr)
-        return 2
-    kept: dict[str, dict[str, dict[str, float]]] = {}
-
-    def keep(share: Path) -> None:
-        path = share / "start_cost.json"
-        if path.exists():
-            kept["result"] = json.loads(path.read_text())
-
-    run = guest.run(
-        kernel,
-        [sys.executable, "benchmarks/start_cost.py", "--in-guest", "--rounds", str(args.rounds)],
-        cwd=ROOT,
-        keep=keep,
-    )
-    if "result" not in kept:
-        print(run.output, file=sys.stderr)
-        return 1
-    print(report(kept["result"], f"qemu TCG guest, {Path(kernel).name}"))
+    code, result, machine = run_in_guest("start_cost", ["--rounds", str(args.rounds)])
+    if code:
+        return code
+    print(report(result, machine))
     return 0
 
 
