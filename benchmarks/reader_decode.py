@@ -50,7 +50,11 @@ from opentelemetry_exporter_userevents import (  # noqa: E402
 from opentelemetry_exporter_userevents.abi import parse_format  # noqa: E402
 from opentelemetry_exporter_userevents.reader import TraceReader  # noqa: E402
 from opentelemetry_exporter_userevents.reader.decoder import RecordDecoder  # noqa: E402
-from opentelemetry_exporter_userevents.reader.outputs import OtlpJsonOutput, TreeOutput  # noqa: E402
+from opentelemetry_exporter_userevents.reader.outputs import (  # noqa: E402
+    OtlpJsonOutput,
+    Output,
+    TreeOutput,
+)
 from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder  # noqa: E402
 from opentelemetry_exporter_userevents.reader.workers import (  # noqa: E402
     PrecheckedOtlpJsonOutput,
@@ -148,6 +152,28 @@ def _with_workers(
     return rebuilder, output
 
 
+def replay(
+    decoder: RecordDecoder, pages: list[bytes], rebuilder: Rebuilder, output: Output
+) -> dict[str, float]:
+    """The reader's loop over ``pages``, read after read: decode, rebuild, write; then the
+    records still waiting. Seconds spent in each stage."""
+    clock = time.perf_counter
+    spent = dict.fromkeys(("decode", "rebuild", "output"), 0.0)
+    for first in range(0, len(pages), PAGES_PER_READ):
+        start = clock()
+        read = decoder.decode_pages(pages[first : first + PAGES_PER_READ])
+        decoded = clock()
+        rebuilt = rebuilder.add(read)
+        done = clock()
+        output.write(rebuilt)
+        written = clock()
+        spent["decode"] += decoded - start
+        spent["rebuild"] += done - decoded
+        spent["output"] += written - done
+    output.write(rebuilder.flush())
+    return spent
+
+
 def measure(path: Path, repeat: int, workers: tuple[int, ...] = (2,)) -> dict[str, Any]:
     """On the host: pages to a file on disk, end to end, best of ``repeat`` rounds, for the
     spans and then the logs of the capture.
@@ -203,24 +229,12 @@ def _measure_kind(
         for _ in range(repeat):
             for name, make in (("direct", OtlpJsonOutput), ("sdk", OtlpJsonOutput),
                                ("tree", TreeOutput)):  # fmt: skip
-                spent = dict.fromkeys(("decode", "rebuild", "output"), 0.0)
                 sdk_objects = name != "direct"
                 with open(files[name], "w", encoding="utf-8") as out:
                     started = clock()
                     rebuilder = Rebuilder(resource_wait=float("inf"), sdk_objects=sdk_objects)
                     output = make(out)
-                    for first in range(0, len(pages), PAGES_PER_READ):
-                        start = clock()
-                        read = decoder.decode_pages(pages[first : first + PAGES_PER_READ])
-                        decoded = clock()
-                        rebuilt = rebuilder.add(read)
-                        done = clock()
-                        output.write(rebuilt)
-                        written = clock()
-                        spent["decode"] += decoded - start
-                        spent["rebuild"] += done - decoded
-                        spent["output"] += written - done
-                    output.write(rebuilder.flush())
+                    spent = replay(decoder, pages, rebuilder, output)
                     output.close()
                     out.flush()
                     os.fsync(out.fileno())

@@ -54,6 +54,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
     ExportTraceServiceRequest,
 )
 
+from benchmarks.reader_decode import replay  # noqa: E402
 from opentelemetry_exporter_userevents.abi import parse_format  # noqa: E402
 from opentelemetry_exporter_userevents.reader.decoder import RecordDecoder  # noqa: E402
 from opentelemetry_exporter_userevents.reader.outputs import ExporterOutput  # noqa: E402
@@ -64,7 +65,6 @@ PATHS = {
     "direct": "request bytes straight from checked records, the exporter's client (the reader now)",
     "sdk": "SDK objects to the OTLP/HTTP exporter's export() (the reader before)",
 }
-PAGES_PER_READ = 100
 GOAL = 20_000
 """Spans/s on one core, pages to an OTLP/HTTP receiver (issue 24, item 3)."""
 SIGNAL_PATH = {"span": "/v1/traces", "log": "/v1/logs"}
@@ -168,24 +168,12 @@ def _measure_kind(
     requests = 0
     for _ in range(repeat):
         for name in PATHS:
-            spent = dict.fromkeys(("decode", "rebuild", "output"), 0.0)
             direct = name == "direct"
             output = ExporterOutput("otlp_proto_http", direct=direct)
             assert output.sdk_objects is not direct, "the direct path is there"
             started = clock()
             rebuilder = Rebuilder(resource_wait=float("inf"), sdk_objects=not direct)
-            for first in range(0, len(pages), PAGES_PER_READ):
-                start = clock()
-                read = decoder.decode_pages(pages[first : first + PAGES_PER_READ])
-                decoded = clock()
-                rebuilt = rebuilder.add(read)
-                done = clock()
-                output.write(rebuilt)
-                written = clock()
-                spent["decode"] += decoded - start
-                spent["rebuild"] += done - decoded
-                spent["output"] += written - done
-            output.write(rebuilder.flush())
+            spent = replay(decoder, pages, rebuilder, output)
             elapsed = clock() - started
             output.close()
             if elapsed < best.get(name, float("inf")):
