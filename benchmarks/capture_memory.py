@@ -40,7 +40,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
     InMemorySpanExporter,
 )
 
-from benchmarks.reader_decode import benchmark_span  # noqa: E402
+from benchmarks.reader_capture import benchmark_span  # noqa: E402
 from opentelemetry_exporter_userevents._export.span_encoder import encode_span  # noqa: E402
 from opentelemetry_exporter_userevents.abi.ring_buffer import FTRACE_MAX_PAYLOAD  # noqa: E402
 from opentelemetry_exporter_userevents.reader.capture import TraceDatWriter  # noqa: E402

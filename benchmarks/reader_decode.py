@@ -7,14 +7,17 @@ One command, on the host:
 
     USER_EVENTS_KERNEL=../shared/kernel/bzImage .venv/bin/python benchmarks/reader_decode.py
 
-It boots the test bed, where spans (4 attributes, 1 event) and then logs (4 attributes) go
-through the exporters into a reader's instance and the raw ``trace_pipe_raw`` pages are
-saved; then, on the host, it times each stage of the reader on one core, for the spans and
-for the logs: decoding those pages into records (``RecordDecoder``: the target is 100,000
+It boots the test bed, where spans (4 attributes, 1 event), then logs (4 attributes), then
+metric points (a counter, a histogram and a gauge with 4 attributes, through the metric
+exporter) go into a reader's instance, single-format, and the raw ``trace_pipe_raw`` pages
+are saved (``benchmarks/reader_capture.py``, which also keeps a perf.data of the same
+records); then, on the host, it times each stage of the reader on one core, for each kind:
+decoding those pages into records (``RecordDecoder``: the target is 100,000
 records/s), rebuilding them (``Rebuilder``), and writing OTLP/JSON lines to a file on disk
 (the goal, end to end: 40,000 spans/s), both ways side by side in one run: checked records
 written straight (``otlp_json_direct``, what the reader does) and through SDK objects, the
-OTLP encoder and ``MessageToDict`` (what it did before); and the tree view. It prints the
+OTLP encoder and ``MessageToDict`` (what it did before; metric points still go this way
+in both); and the tree view. It prints the
 rates, their ratio and each stage's share; then the reader's path with workers (``--workers 2``
 by default, more with ``--workers 2 4``), in the same rounds, its file checked equal to
 the one-core file, and a ``targets`` line. ``--pages FILE`` measures a capture again.
@@ -25,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -35,20 +37,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from opentelemetry._logs import Logger, SeverityNumber  # noqa: E402
-from opentelemetry.sdk._logs import LoggerProvider  # noqa: E402
-from opentelemetry.sdk.resources import Resource  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.trace import Tracer  # noqa: E402
-
-from opentelemetry_exporter_userevents import (  # noqa: E402
-    UserEventsLogExporter,
-    UserEventsLogRecordProcessor,
-    UserEventsSpanExporter,
-    UserEventsSpanProcessor,
+from benchmarks.reader_capture import (  # noqa: E402
+    STAT,
+    WHAT,
+    capture,
+    of_kind,
+    run_capture,
 )
 from opentelemetry_exporter_userevents.abi import parse_format  # noqa: E402
-from opentelemetry_exporter_userevents.reader import TraceReader  # noqa: E402
 from opentelemetry_exporter_userevents.reader.decoder import RecordDecoder  # noqa: E402
 from opentelemetry_exporter_userevents.reader.outputs import (  # noqa: E402
     OtlpJsonOutput,
@@ -62,58 +58,6 @@ from opentelemetry_exporter_userevents.reader.workers import (  # noqa: E402
     prechecked,
     trace_records,
 )
-from testbed import guest  # noqa: E402
-
-
-def benchmark_span(tracer: Tracer, number: int) -> None:
-    """One span of the benchmark's shape, as examples/app.py makes them: 4 attributes, 1
-    event."""
-    with tracer.start_as_current_span(
-        "GET /cart/{id}",
-        attributes={"http.request.method": "GET", "url.path": f"/cart/{number}",
-                    "http.response.status_code": 200, "user.id": number},
-    ) as span:  # fmt: skip
-        span.add_event("cart loaded", {"items": number % 5})
-
-
-def benchmark_log(logger: Logger, number: int) -> None:
-    """One log record of the benchmark's shape: 4 attributes, a string body."""
-    logger.emit(
-        body="cart loaded", severity_number=SeverityNumber.INFO, severity_text="INFO",
-        attributes={"http.request.method": "GET", "url.path": f"/cart/{number}",
-                    "http.response.status_code": 200, "user.id": number},
-    )  # fmt: skip
-
-
-def capture(path: Path, count: int) -> None:
-    """In the guest: write ``count`` spans, then ``count`` logs, while a reader listens;
-    save its raw pages, those of each phase apart."""
-
-    resource = Resource({"service.name": "bench"})
-    exporter = UserEventsSpanExporter(prefix="bench")
-    provider = TracerProvider(resource=resource)
-    provider.add_span_processor(UserEventsSpanProcessor(exporter))
-    tracer = provider.get_tracer("bench", "1.0")
-    log_exporter = UserEventsLogExporter(prefix="bench")
-    logger_provider = LoggerProvider(resource=resource)
-    logger_provider.add_log_record_processor(UserEventsLogRecordProcessor(log_exporter))
-    logger = logger_provider.get_logger("bench", "1.0")
-    phases: dict[str, list[bytes]] = {"span": [], "log": []}
-    with TraceReader(prefix="bench", buffer_size_kb=65536) as reader:
-        for kind, write in (("span", benchmark_span), ("log", benchmark_log)):
-            pages = phases[kind]
-            for number in range(count):
-                write(tracer if kind == "span" else logger, number)  # type: ignore[arg-type]
-                if number % 1000 == 999:
-                    pages += reader.read_pages()
-            pages += reader.read_pages()
-        formats = reader.formats()
-        lost = reader.lost
-    written = exporter.stats.written + log_exporter.stats.written
-    hexed = {kind: [page.hex() for page in pages] for kind, pages in phases.items()}
-    path.write_text(json.dumps({"formats": formats, "lost": lost, "written": written,
-                                "pages": hexed}))  # fmt: skip
-
 
 PATHS = {
     "direct": "OTLP/JSON lines on disk, written straight from checked records (the reader now)",
@@ -221,7 +165,7 @@ def _measure_kind(
     best: dict[str, float] = {}
     stages: dict[str, dict[str, float]] = {}
     records = decoder.decode_pages(pages)
-    count, total = sum(r.kind == kind for r in records), len(records)
+    count, total = sum(of_kind(r.kind, kind) for r in records), len(records)
     del records  # streamed, not held: as many objects alive as in the reader
     clock = time.perf_counter
     with tempfile.TemporaryDirectory() as directory:
@@ -242,7 +186,7 @@ def _measure_kind(
                 if elapsed < best.get(name, float("inf")):
                     best[name] = elapsed
                     stages[name] = {stage: t / elapsed for stage, t in spent.items()}
-                assert getattr(rebuilder.stats, f"{kind}s") == count, f"every {kind} rebuilt"
+                assert getattr(rebuilder.stats, STAT[kind]) == count, f"every {kind} rebuilt"
                 assert output.failed == 0 and rebuilder.stats.without_resource == 0
             for workers, pool in (pools or {}).items():  # the same rounds, side by side
                 name = f"workers_{workers}"
@@ -254,7 +198,7 @@ def _measure_kind(
                     os.fsync(out.fileno())
                     elapsed = clock() - started
                 best[name] = min(elapsed, best.get(name, float("inf")))
-                assert getattr(rebuilder.stats, f"{kind}s") == count, f"every {kind} rebuilt"
+                assert getattr(rebuilder.stats, STAT[kind]) == count, f"every {kind} rebuilt"
                 assert output.failed == 0 and rebuilder.stats.without_resource == 0
         direct, sdk = (files[n].read_text().splitlines() for n in ("direct", "sdk"))
         assert direct == sdk, "the two paths write the same OTLP/JSON"
@@ -274,11 +218,58 @@ def _measure_kind(
     return figures
 
 
+def report(figures: dict[str, Any], workers: list[int]) -> list[str]:
+    """The lines ``main`` prints from ``measure``'s figures."""
+    lines = [f"{figures['written']:,} records written in the guest, {figures['lost']} lost"]
+    for kind, what in WHAT.items():
+        if kind not in figures:
+            continue
+        kind_figures = figures[kind]
+        for name, label in PATHS.items():
+            shares = ", ".join(
+                f"{stage} {kind_figures[f'{name}_share_{stage}']:.0%}"
+                for stage in ("decode", "rebuild", "output")
+            )
+            rate = kind_figures[f"{name}_per_s"]
+            goal = ""
+            if name == "direct" and kind == "span":
+                goal = f" (goal 40,000: {'met' if rate >= 40_000 else 'missed'})"
+            lines.append(f"{what}, pages to {label}: {rate:,.0f}/s on one core{goal}; {shares}")
+        lines.append(f"{what}, pages to OTLP/JSON lines on disk, the reader now / before: "
+                     f"{kind_figures['direct_to_sdk']:.2f}x")  # fmt: skip
+        for count in workers:
+            if f"workers_{count}_per_s" in kind_figures:
+                rate, ratio = (kind_figures[f"workers_{count}_{k}"] for k in ("per_s", "to_one"))
+                lines.append(
+                    f"{what}, pages to OTLP/JSON lines on disk with {count} workers: "
+                    f"{rate:,.0f}/s, {ratio:.2f}x one core (workers started in "
+                    f"{figures[f'workers_{count}_start_s']:.2f} s, not counted)"
+                )
+    if "span" in figures:
+        lines.append(f"targets ({os.cpu_count()} CPUs here, the main process on them too): "
+                     + "; ".join(targets(figures)))  # fmt: skip
+    return lines
+
+
+def targets(figures: dict[str, Any]) -> list[str]:
+    """The issue's targets for pages to OTLP/JSON lines, each met or missed by how much."""
+    one = figures["span"]["direct_per_s"]
+    two = figures["span"].get("workers_2_to_one")
+    met = [f"pages to OTLP/JSON, one core, >= 40,000 spans/s: {one:,.0f}: " + (
+        "met" if one >= 40_000 else f"missed by {40_000 - one:,.0f} ({one / 40_000:.2f}x)"
+    )]  # fmt: skip
+    if two is not None:
+        met.append(f"two workers >= 1.8x one core: {two:.2f}x: " + (
+            "met" if two >= 1.8 else f"missed by {1.8 - two:.2f}x"
+        ))  # fmt: skip
+    return met
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--spans", type=int, default=20000)
+    parser.add_argument("--spans", type=int, default=20000, help="items of each kind")
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--capture", metavar="FILE", help=argparse.SUPPRESS)  # in the guest
+    parser.add_argument("--capture", metavar="DIR", help=argparse.SUPPRESS)  # in the guest
     parser.add_argument("--pages", metavar="FILE", help="decode pages captured earlier")
     parser.add_argument(
         "--workers",
@@ -292,63 +283,13 @@ def main() -> int:
     if options.capture:
         capture(Path(options.capture), options.spans)
         return 0
-    if options.pages:
-        path = Path(options.pages)
-    else:
-        kernel = os.environ.get(guest.KERNEL_ENV)
-        reason = guest.unavailable_reason(kernel)
-        if reason:
-            print(f"reader_decode: {reason}", file=sys.stderr)
-            return 2
-        path = Path(tempfile.mkdtemp()) / "pages.json"
-        command = [sys.executable, str(Path(__file__).resolve()), "--spans",
-                   str(options.spans), "--capture", "$TESTBED_SHARE/pages.json"]  # fmt: skip
-        result = guest.run(
-            kernel,
-            ["sh", "-c", " ".join(command)],
-            timeout=1800,
-            keep=lambda share: shutil.copy(share / "pages.json", path),
-        )
-        if result.returncode != 0:
-            print(result.console[-3000:], file=sys.stderr)
-            return 1
+    path = Path(options.pages) if options.pages else run_capture(options.spans, Path(__file__))
+    if path is None:
+        return 1
     print(f"reader_decode: pages in {path} (again: --pages {path})", file=sys.stderr)
     figures = measure(path, options.repeat, tuple(n for n in options.workers if n > 1))
     print(json.dumps(figures, indent=2))
-    print(f"{figures['written']:,} records written in the guest, {figures['lost']} lost")
-    for kind, what in (("span", "spans"), ("log", "logs")):
-        if kind not in figures:
-            continue
-        kind_figures = figures[kind]
-        for name, label in PATHS.items():
-            shares = ", ".join(
-                f"{stage} {kind_figures[f'{name}_share_{stage}']:.0%}"
-                for stage in ("decode", "rebuild", "output")
-            )
-            rate = kind_figures[f"{name}_per_s"]
-            goal = ""
-            if name == "direct" and kind == "span":
-                goal = f" (goal 40,000: {'met' if rate >= 40_000 else 'missed'})"
-            print(f"{what}, pages to {label}: {rate:,.0f} {what}/s on one core{goal}; {shares}")
-        print(f"{what}, pages to OTLP/JSON lines on disk, the reader now / before: "
-              f"{kind_figures['direct_to_sdk']:.2f}x")  # fmt: skip
-        for workers in options.workers:
-            if f"workers_{workers}_per_s" in kind_figures:
-                rate, ratio = (kind_figures[f"workers_{workers}_{k}"] for k in ("per_s", "to_one"))
-                print(f"{what}, pages to OTLP/JSON lines on disk with {workers} workers: "
-                      f"{rate:,.0f} {what}/s, {ratio:.2f}x one core (workers started in "
-                      f"{figures[f'workers_{workers}_start_s']:.2f} s, not counted)")  # fmt: skip
-    if "span" in figures:
-        one = figures["span"]["direct_per_s"]
-        two = figures["span"].get("workers_2_to_one")
-        met = f"one core {one:,.0f} spans/s vs 40,000: " + (
-            "met" if one >= 40_000 else f"missed by {40_000 - one:,.0f}"
-        )
-        if two is not None:
-            met += f"; two workers {two:.2f}x vs 1.8x: " + (
-                "met" if two >= 1.8 else f"missed by {1.8 - two:.2f}x"
-            )
-        print(f"targets ({os.cpu_count()} CPUs here, the main process on them too): {met}")
+    print("\n".join(report(figures, options.workers)))
     return 0
 
 

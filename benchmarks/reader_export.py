@@ -35,10 +35,8 @@ import http.server
 import json
 import multiprocessing
 import os
-import shutil
 import struct
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -50,16 +48,19 @@ sys.path.insert(0, str(ROOT))
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (  # noqa: E402
     ExportLogsServiceRequest,
 )
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (  # noqa: E402
+    ExportMetricsServiceRequest,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: E402
     ExportTraceServiceRequest,
 )
 
+from benchmarks.reader_capture import STAT, WHAT, of_kind, run_capture  # noqa: E402
 from benchmarks.reader_decode import replay  # noqa: E402
 from opentelemetry_exporter_userevents.abi import parse_format  # noqa: E402
 from opentelemetry_exporter_userevents.reader.decoder import RecordDecoder  # noqa: E402
 from opentelemetry_exporter_userevents.reader.outputs import ExporterOutput  # noqa: E402
 from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder  # noqa: E402
-from testbed import guest  # noqa: E402
 
 PATHS = {
     "direct": "request bytes straight from checked records, the exporter's client (the reader now)",
@@ -67,7 +68,7 @@ PATHS = {
 }
 GOAL = 20_000
 """Spans/s on one core, pages to an OTLP/HTTP receiver (issue 24, item 3)."""
-SIGNAL_PATH = {"span": "/v1/traces", "log": "/v1/logs"}
+SIGNAL_PATH = {"span": "/v1/traces", "log": "/v1/logs", "metric": "/v1/metrics"}
 
 
 def _receive(port: Any, cpu: int | None) -> None:
@@ -120,8 +121,16 @@ def _count(kind: str, body: bytes) -> int:
     if kind == "span":
         request = ExportTraceServiceRequest.FromString(body)
         return sum(len(s.spans) for r in request.resource_spans for s in r.scope_spans)
-    logs = ExportLogsServiceRequest.FromString(body)
-    return sum(len(s.log_records) for r in logs.resource_logs for s in r.scope_logs)
+    if kind == "log":
+        logs = ExportLogsServiceRequest.FromString(body)
+        return sum(len(s.log_records) for r in logs.resource_logs for s in r.scope_logs)
+    metrics = ExportMetricsServiceRequest.FromString(body)
+    return sum(
+        len(getattr(m, m.WhichOneof("data")).data_points)
+        for r in metrics.resource_metrics
+        for s in r.scope_metrics
+        for m in s.metrics
+    )
 
 
 def measure(
@@ -161,7 +170,7 @@ def _measure_kind(
     best: dict[str, float] = {}
     stages: dict[str, dict[str, float]] = {}
     records = decoder.decode_pages(pages)
-    count = sum(r.kind == kind for r in records)
+    count = sum(of_kind(r.kind, kind) for r in records)
     del records
     clock = time.perf_counter
     sent: dict[str, list[bytes]] = {}
@@ -179,7 +188,7 @@ def _measure_kind(
             if elapsed < best.get(name, float("inf")):
                 best[name] = elapsed
                 stages[name] = {stage: t / elapsed for stage, t in spent.items()}
-            assert getattr(rebuilder.stats, f"{kind}s") == count, f"every {kind} rebuilt"
+            assert getattr(rebuilder.stats, STAT[kind]) == count, f"every {kind} rebuilt"
             assert output.failed == 0 and rebuilder.stats.without_resource == 0
             # Outside the timed part: what the receiver got.
             got = _collect(url)
@@ -201,28 +210,6 @@ def _measure_kind(
     return figures
 
 
-def _capture(count: int) -> Path | None:
-    kernel = os.environ.get(guest.KERNEL_ENV)
-    reason = guest.unavailable_reason(kernel)
-    if reason:
-        print(f"reader_export: {reason}", file=sys.stderr)
-        return None
-    path = Path(tempfile.mkdtemp()) / "pages.json"
-    script = ROOT / "benchmarks" / "reader_decode.py"
-    command = [sys.executable, str(script), "--spans", str(count),
-               "--capture", "$TESTBED_SHARE/pages.json"]  # fmt: skip
-    result = guest.run(
-        kernel,
-        ["sh", "-c", " ".join(command)],
-        timeout=1800,
-        keep=lambda share: shutil.copy(share / "pages.json", path),
-    )
-    if result.returncode != 0:
-        print(result.console[-3000:], file=sys.stderr)
-        return None
-    return path
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spans", type=int, default=20000)
@@ -232,7 +219,8 @@ def main() -> int:
         "--compression", choices=("none", "gzip"), default="none", help="the exporter's"
     )
     options = parser.parse_args()
-    path = Path(options.pages) if options.pages else _capture(options.spans)
+    script = ROOT / "benchmarks" / "reader_decode.py"
+    path = Path(options.pages) if options.pages else run_capture(options.spans, script)
     if path is None:
         return 2
     print(f"reader_export: pages in {path} (again: --pages {path})", file=sys.stderr)
@@ -243,31 +231,43 @@ def main() -> int:
     figures["cpus"] = list(cpus) if cpus else "unpinned (one CPU)"
     figures["load_average"] = os.getloadavg()
     print(json.dumps(figures, indent=2))
-    print(f"{figures['written']:,} records written in the guest, {figures['lost']} lost; "
-          f"reader on CPU {cpus[0] if cpus else '?'}, receiver on CPU "
-          f"{cpus[1] if cpus else '?'}; load average {os.getloadavg()[0]:.2f}")  # fmt: skip
-    for kind, what in (("span", "spans"), ("log", "logs")):
+    print("\n".join(report(figures, options.repeat)))
+    return 0
+
+
+def report(figures: dict[str, Any], repeat: int) -> list[str]:
+    """The lines ``main`` prints from ``measure``'s figures."""
+    cpus = figures["cpus"]
+    reader_cpu, receiver_cpu = (cpus[0], cpus[1]) if isinstance(cpus, list) else ("?", "?")
+    lines = [f"{figures['written']:,} records written in the guest, {figures['lost']} lost; "
+             f"reader on CPU {reader_cpu}, receiver on CPU {receiver_cpu}; load average "
+             f"{figures['load_average'][0]:.2f}"]  # fmt: skip
+    for kind, what in WHAT.items():
         if kind not in figures:
             continue
         kind_figures = figures[kind]
-        print(f"{what}: {kind_figures['items']:,} in {kind_figures['requests']} requests "
-              f"({kind_figures['request_bytes']:,} bytes before compression: "
-              f"{options.compression}), best of {options.repeat}")  # fmt: skip
+        lines.append(f"{what}: {kind_figures['items']:,} in {kind_figures['requests']} "
+                     f"requests ({kind_figures['request_bytes']:,} bytes before compression: "
+                     f"{figures['compression']}), best of {repeat}")  # fmt: skip
         for name, label in PATHS.items():
             shares = ", ".join(
                 f"{stage} {kind_figures[f'{name}_share_{stage}']:.0%}"
                 for stage in ("decode", "rebuild", "output")
             )
             rate = kind_figures[f"{name}_per_s"]
-            print(f"{what}, pages to an OTLP/HTTP receiver, {label}: {rate:,.0f} {what}/s "
-                  f"on one core; {shares}")  # fmt: skip
-        print(f"{what}, the reader now / before: {kind_figures['direct_to_sdk']:.2f}x")
+            lines.append(f"{what}, pages to an OTLP/HTTP receiver, {label}: {rate:,.0f}/s "
+                         f"on one core; {shares}")  # fmt: skip
+        lines.append(f"{what}, the reader now / before: {kind_figures['direct_to_sdk']:.2f}x")
     if "span" in figures:
-        rate = figures["span"]["direct_per_s"]
-        verdict = "met" if rate >= GOAL else f"missed by {GOAL - rate:,.0f} spans/s"
-        print(f"targets: pages to OTLP/HTTP >= {GOAL:,} spans/s on one core: {verdict} "
-              f"({rate:,.0f} spans/s, {rate / GOAL:.2f}x the goal)")  # fmt: skip
-    return 0
+        lines.append("targets: " + "; ".join(targets(figures)))
+    return lines
+
+
+def targets(figures: dict[str, Any]) -> list[str]:
+    rate = figures["span"]["direct_per_s"]
+    verdict = "met" if rate >= GOAL else f"missed by {GOAL - rate:,.0f} spans/s"
+    return [f"pages to OTLP/HTTP, one core, >= {GOAL:,} spans/s: {rate:,.0f} ({rate / GOAL:.2f}x"
+            f" the goal): {verdict}"]  # fmt: skip
 
 
 if __name__ == "__main__":
