@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.guest_run import run_in_guest, save_result  # noqa: E402
+from benchmarks.reader_memory import family, status  # noqa: E402
 
 FRACTIONS = (0.25, 0.5, 0.75, 0.9, 1.0)
 """Of the writer's own rate, in order; the last is unpaced (as fast as it can)."""
@@ -113,20 +114,7 @@ def step(directory: Path, prefix: str, count: int, rate: float, writers: int = 1
 
 def _peak_kib(pid: int) -> int:
     """The reader's peak resident size (``VmHWM``) and its workers', summed, in KiB."""
-    total = 0
-    pids = [pid]
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as f:
-            pids += [int(child) for child in f.read().split()]
-    except OSError:
-        pass
-    for each in pids:
-        try:
-            with open(f"/proc/{each}/status", encoding="ascii") as f:
-                total += next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
-        except (OSError, StopIteration, ValueError):
-            pass
-    return total
+    return sum(status(each, "VmHWM") for each in family(pid))
 
 
 def in_guest(seconds: float) -> dict[str, Any]:
