@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 
 """A writer faster than the SDK, for bursts bigger than an emulated guest's SDK can write
-in minutes: ``python benchmarks/burst_encoded.py PREFIX COUNT [START]``.
+in minutes: ``python benchmarks/burst_encoded.py PREFIX COUNT [START [CPU]]`` (CPU: run
+pinned there).
 
 It registers the span exporter's tracepoints (``UserEventsSpanExporter``), waits until a
 reader listens, encodes one span of the benchmark's shape (4 attributes, 1 event) with the
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -90,4 +92,6 @@ def write(prefix: str, count: int, start: int, wait: float = 120) -> dict[str, o
 if __name__ == "__main__":
     arguments = sys.argv[1:]
     first = int(arguments[2]) if len(arguments) > 2 else 0
+    if len(arguments) > 3:
+        os.sched_setaffinity(0, {int(arguments[3])})
     print(json.dumps(write(arguments[0], int(arguments[1]), first)))

@@ -10,10 +10,11 @@ One command, on the host:
 It boots the test bed (``--memory-mb`` of guest memory) and, there, starts ``record
 --prefix P -o /dev/null --progress`` (``--workers``, ``--buffer-size-kb``), then
 ``--writers`` processes of ``benchmarks/burst_encoded.py`` that write ``--spans`` spans
-between them as fast as they can (records of the benchmark's shape encoded once by the
-exporter's encoder, each with its own ids: the emulated guest's SDK writes about 800 spans/s,
-which would make a million-span burst take 20 minutes). Once the writers are done and the
-reader's count of rebuilt spans stops growing, it reads the peak resident size of the
+between them as fast as they can, writer n pinned to CPU n so that each CPU's buffer takes
+its share (records of the benchmark's shape encoded once by the exporter's encoder, each
+with its own ids: the emulated guest's SDK writes about 800 spans/s, which would make a
+million-span burst take 20 minutes). Once every span is rebuilt or counted lost (or
+nothing moved for ``STALL`` s, or ``--deadline``), it reads the peak resident size of the
 reader and its workers (``VmHWM`` of each, summed: an upper bound of their peak together)
 and the largest sum of their ``VmRSS`` seen while polling, stops the reader and reads its
 summary: spans rebuilt, records lost (counted by the kernel when the reader fell behind).
@@ -56,16 +57,21 @@ def status(pid: int, field: str) -> int:
 
 
 def family(pid: int) -> list[int]:
-    """``pid`` and its children (the reader's workers and multiprocessing's tracker), as
-    every one of its threads started them."""
-    children: list[int] = []
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as f:
-                children += [int(child) for child in f.read().split()]
-    except OSError:
-        pass
-    return [pid, *children]
+    """``pid`` and its descendants (the reader's workers, multiprocessing's tracker), from
+    each process's parent in ``/proc/*/stat`` (``/proc/PID/task/TID/children`` needs
+    CONFIG_PROC_CHILDREN, which the test bed's kernel lacks)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
+                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    found = [pid]
+    for each in found:  # grows as descendants are found
+        found += [child for child, parent in parents.items() if parent == each]
+    return found
 
 
 def in_guest(
@@ -89,6 +95,7 @@ def in_guest(
         time.sleep(0.05)
     started = time.monotonic()
     each = -(-spans // writers)
+    cpus = sorted(os.sched_getaffinity(0))
     running = [
         subprocess.Popen(
             [
@@ -97,6 +104,7 @@ def in_guest(
                 PREFIX,
                 str(min(each, spans - n * each)),
                 str(n * each),
+                str(cpus[n % len(cpus)]),
             ],
             stdout=subprocess.PIPE,
             text=True,
