@@ -229,6 +229,51 @@ class Tracefs:
         with open(os.path.join(self.instance_dir(instance), "buffer_percent"), "w") as f:
             f.write(str(percent))
 
+    def trace_clocks(self, instance: str) -> list[str]:
+        """The clocks an instance's ring buffer can stamp records with (``trace_clock``)."""
+        with open(os.path.join(self.instance_dir(instance), "trace_clock"), encoding="ascii") as f:
+            return [name.strip("[]") for name in f.read().split()]
+
+    def set_trace_clock(self, instance: str, clock: str) -> None:
+        """Stamp the instance's records with ``clock`` (the kernel empties its buffer)."""
+        with open(os.path.join(self.instance_dir(instance), "trace_clock"), "w") as f:
+            f.write(clock)
+
+    def set_option(self, instance: str, option: str, on: bool) -> None:
+        """An instance's ``options/<option>`` switch (``event-fork``: children of listed
+        pids are listed too, and exited ones unlisted)."""
+        with open(os.path.join(self.instance_dir(instance), "options", option), "w") as f:
+            f.write("1" if on else "0")
+
+    def add_event_pids(self, instance: str, pids: list[int]) -> None:
+        """Add thread ids to the instance's ``set_event_pid`` (its events are then recorded
+        only for listed threads). Opened without ``O_TRUNC`` the kernel keeps the list and
+        adds; a Python ``"a"`` file would seek to the end, which tracefs refuses (EINVAL)."""
+        fd = os.open(os.path.join(self.instance_dir(instance), "set_event_pid"), os.O_WRONLY)
+        try:
+            os.write(fd, " ".join(str(pid) for pid in pids).encode("ascii"))
+        finally:
+            os.close(fd)
+
+    def set_system_enabled(self, instance: str, system: str, enabled: bool) -> None:
+        """Enable (or disable) every event of ``system`` in an instance at once."""
+        with open(os.path.join(self.instance_dir(instance), "events", system, "enable"), "w") as f:
+            f.write("1" if enabled else "0")
+
+    def event_ids(self, system: str) -> dict[int, str]:
+        """Event id -> name, for every event of ``system`` (those whose id file reads)."""
+        ids = {}
+        for name in self.events(system):
+            try:
+                ids[self.event_id(system, name)] = name
+            except (OSError, ValueError):
+                continue
+        return ids
+
+    def trace_marker(self, instance: str) -> str:
+        """The file whose writes become ``ftrace/print`` records in the instance's buffer."""
+        return os.path.join(self.instance_dir(instance), "trace_marker")
+
     def header_page(self) -> str:
         """``events/header_page``: the layout of a ring-buffer sub-buffer."""
         with open(os.path.join(self.path, "events", "header_page"), encoding="ascii") as f:

@@ -96,6 +96,8 @@ class AnnouncementListener:
         self._unpackers: dict[int, RecordUnpacker] = {}
         self._cpus: list[_Cpu] = []
         self._poll = select.poll()
+        self.heard_pids: set[int] = set()
+        """The writers (``common_pid``) of the announcements the last :meth:`read` heard."""
 
     def start(self) -> None:
         """Create the instance and enable every announcement tracepoint of our format (the
@@ -143,6 +145,7 @@ class AnnouncementListener:
         :attr:`announced`); return the prefixes they named (the caller looks for their
         tracepoints at once)."""
         heard: set[str] = set()
+        self.heard_pids = set()
         for cpu in self._cpus:
             pages = 0
             for _ in range(_PAGES_PER_READ):
@@ -186,6 +189,7 @@ class AnnouncementListener:
             self._note(prefix, event, values["wait_ms"], pid)
             if len(heard) < MAX_PREFIXES:
                 heard.add(prefix)
+                self.heard_pids.add(pid)
 
     def _note(self, prefix: str, event: int, wait_ms: int, pid: int) -> None:
         known = self.announced.get(prefix)

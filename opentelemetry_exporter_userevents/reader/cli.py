@@ -88,6 +88,22 @@ def parser() -> argparse.ArgumentParser:
         "from /proc to each record's resource (added by default, from the kernel's pid of "
         "each record's writer, where the resource lacks them)",
     )
+    rec.add_argument(
+        "--kernel",
+        metavar="GROUPS",
+        help="also read the kernel's own events for the processes that write our records "
+        "and add to each span what its thread did while it ran: 'sched' (on-CPU and "
+        "off-CPU time by why, context switches, waits) and 'syscalls' (count and time by "
+        "name), e.g. --kernel sched,syscalls (not with --capture)",
+    )
+    rec.add_argument(
+        "--kernel-wait-threshold",
+        type=float,
+        default=1.0,
+        metavar="MS",
+        help="with --kernel, a span event for each stretch off the CPU of at least MS "
+        "milliseconds (default 1)",
+    )
     dec = commands.add_parser(
         "decode",
         help="rebuild spans and logs from a trace.dat (trace-cmd) or perf.data",

@@ -38,6 +38,7 @@ The one field a record does not carry is the parent's own trace flags and trace 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -166,8 +167,11 @@ class Rebuilder:
         resource_wait: float = 11.0,
         sdk_objects: bool = True,
         process_views: ProcessViews | None = None,
+        span_enricher: Callable[[CheckedSpan, int], CheckedSpan] | None = None,
     ) -> None:
+        """``span_enricher(span, writer_tid)``: a span with what it adds (``--kernel``)."""
         self.resource_wait = resource_wait
+        self.span_enricher = span_enricher
         self.sdk_objects = sdk_objects
         self.process_views = process_views
         """What the host sees of each writer pid, added to its records' resources; None:
@@ -319,6 +323,8 @@ class Rebuilder:
         try:
             scope = self.scope(checked.scope_text, checked.scope)
             if type(checked) is CheckedSpan:
+                if self.span_enricher is not None:
+                    checked = self.span_enricher(checked, record.pid)
                 if self.sdk_objects:
                     ready.append(self.span(checked, resource, scope))
                 else:

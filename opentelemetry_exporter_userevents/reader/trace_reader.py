@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from opentelemetry_exporter_userevents.abi.format import parse_format
@@ -149,6 +149,10 @@ class TraceReader(InstanceOwner):
         self._found_later: dict[str, tuple[float, Announced | None]] = {}
         """Prefix -> (seconds after the start, its announcement as known then)."""
         self.found_later_not_remembered = 0
+        self.on_announced: Callable[[set[int]], None] | None = None
+        """Called with the writer pids of new announcements before their tracepoints are
+        enabled (``record --kernel`` lists their processes, so it sees their first span
+        whole: an announcing exporter waits until it is listened to)."""
 
     # --- lifetime -------------------------------------------------------------------
 
@@ -285,6 +289,8 @@ class TraceReader(InstanceOwner):
     def _rescan_if_due(self) -> None:
         """Rescan now if a service announced itself, else when the interval has passed."""
         heard = self.announcements.read() if self.announcements is not None else set()
+        if heard and self.on_announced is not None and self.announcements is not None:
+            self.on_announced(self.announcements.heard_pids)
         if time.monotonic() >= self._next_scan:
             self.scan()
         elif heard:

@@ -103,9 +103,9 @@ def prefixes_of(args: argparse.Namespace, every_by_default: bool = False) -> lis
 
 def workers_of(args: argparse.Namespace) -> int:
     """Decoding workers to use: ``--workers`` for OTLP/JSON lines; 1 (in-process) for the
-    tree view and ``--exporter``, which need SDK objects built from whole checked
-    records (:mod:`..workers`)."""
-    if args.exporter or args.format == "tree":
+    tree view, ``--exporter`` and ``--kernel``, which need SDK objects or checked spans
+    built from whole checked records (:mod:`..workers`)."""
+    if args.exporter or args.format == "tree" or getattr(args, "kernel", None):
         return 1
     return max(1, int(args.workers))
 

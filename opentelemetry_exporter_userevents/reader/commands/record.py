@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import time
 from operator import itemgetter
-from typing import TextIO
+from typing import Any, TextIO
 
 from opentelemetry_exporter_userevents.reader.commands.capture import capture
 from opentelemetry_exporter_userevents.reader.commands.common import (
@@ -23,6 +23,13 @@ from opentelemetry_exporter_userevents.reader.commands.common import (
     stop_signals,
     tracefs_of,
     workers_of,
+)
+from opentelemetry_exporter_userevents.reader.decoder import TraceRecord
+from opentelemetry_exporter_userevents.reader.kernel_events import KernelEvents, parse_groups
+from opentelemetry_exporter_userevents.reader.kernel_view import (
+    KernelView,
+    kernel_clock_line,
+    kernel_parts,
 )
 from opentelemetry_exporter_userevents.reader.outputs import Output
 from opentelemetry_exporter_userevents.reader.private_file import open_private
@@ -51,7 +58,10 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         tracefs, prefixes_of(args), args.filter, args.buffer_size_kb, args.rescan_interval
     )
     if args.capture:
+        if args.kernel:
+            raise ValueError("--kernel cannot be used with --capture")
         return capture(args, reader, tracefs, err)
+    groups = parse_groups(args.kernel) if args.kernel else None
     workers = workers_of(args)
     output = output_of(args, out, workers)
     views: ProcessViews | None = None
@@ -59,16 +69,28 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         views, notes = live_views()
         for note in notes:
             err.write(f"otel-userevents: {note}\n")
+    kernel: KernelView | None = None
+    if groups is not None:
+        events = KernelEvents(reader.tracefs, reader.decoder.layout, groups)
+        kernel = KernelView(events, int(args.kernel_wait_threshold * 1_000_000))
     rebuilder = Rebuilder(
-        resource_wait=args.resource_wait, sdk_objects=output.sdk_objects, process_views=views
+        resource_wait=args.resource_wait,
+        sdk_objects=output.sdk_objects,
+        process_views=views,
+        span_enricher=kernel,
     )
     started = time.monotonic()
-    parallel = _Parallel(reader, rebuilder, workers)
+    parallel = _Parallel(reader, rebuilder, workers, kernel)
     stop_reason = "error"
     failed: WorkerError | None = None
     try:
         with stop_signals() as stop:
             reader.start()
+            if kernel is not None:
+                kernel.events.layout = reader.decoder.layout
+                kernel.events.start()
+                reader.on_announced = kernel.events.watch
+                err.write(f"otel-userevents: {kernel_clock_line(kernel.events)}\n")
             for name, reason in {**reader.filter_rejected, **reader.incompatible}.items():
                 err.write(f"otel-userevents: not recording {printable(f'{name}: {reason}')}\n")
             if reader.announcement_error:
@@ -97,6 +119,8 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             output.write(rebuilder.flush())
     finally:
         parallel.close()
+        if kernel is not None:
+            kernel.events.close()
         reader.close()
         output.close()
     if reader.cleanup_error:
@@ -119,8 +143,17 @@ class _Parallel:
     main process rebuilds and writes. Formats found by a rescan are sent after the pages
     read before it (decoded without them, as in-process)."""
 
-    def __init__(self, reader: TraceReader, rebuilder: Rebuilder, workers: int) -> None:
+    def __init__(
+        self,
+        reader: TraceReader,
+        rebuilder: Rebuilder,
+        workers: int,
+        kernel: KernelView | None = None,
+    ) -> None:
         self.reader = reader
+        self.kernel = kernel
+        """With ``--kernel``: its events are read after ours and before ours are rebuilt,
+        so every kernel event up to a record's time is in the timeline when it is."""
         self.rebuilder = rebuilder
         self.workers = workers
         self.pool: WorkerPool | None = None
@@ -131,7 +164,9 @@ class _Parallel:
         reader = self.reader
         if self.pool is None:
             pages_before = reader.decoder.stats.pages
-            output.write(self.rebuilder.add(reader.read()))
+            records = reader.read()
+            self._read_kernel(records)
+            output.write(self.rebuilder.add(records))
             read = reader.decoder.stats.pages - pages_before
             if self.workers > 1 and read >= BUSY_PAGES and not last:
                 self.pool = WorkerPool(self.workers, reader.prefixes, reader.decoder.layout)
@@ -155,6 +190,7 @@ class _Parallel:
             records += self.pool.result(ticket)
         self.in_flight = []
         records.sort(key=_TIMESTAMP)
+        self._read_kernel(records)
         stats, pool_stats = self.reader.decoder.stats, self.pool.stats
         for name in ("records", "pages", "corrupt_pages", "undecodable",
                      "pages_with_missed_events"):  # fmt: skip
@@ -162,12 +198,22 @@ class _Parallel:
             setattr(pool_stats, name, 0)
         output.write(self.rebuilder.add(trace_records(records)))
 
+    def _read_kernel(self, records: list[TraceRecord] | list[tuple[Any, ...]]) -> None:
+        """List the writers of ``records`` (a new process: every thread of it), then read
+        the kernel's events so far."""
+        if self.kernel is None:
+            return
+        events = self.kernel.events
+        events.watch({record[_PID] for record in records})
+        events.read()
+
     def close(self) -> None:
         if self.pool is not None:
             self.pool.close()
 
 
 _TIMESTAMP = itemgetter(0)  # TraceRecord.timestamp, and a worker's record's
+_PID = 3  # TraceRecord.pid, and a worker's record's
 
 
 def _summary(
@@ -186,5 +232,7 @@ def _summary(
         *rebuilt_parts(rebuilder, decoded, output),
         *discovery_parts(reader),
     ]
+    if rebuilder.span_enricher is not None:
+        parts += kernel_parts(rebuilder.span_enricher)
     head = "otel-userevents: " + ("stopped (" + stop + "): " if stop else "")
     return head + ", ".join(parts)

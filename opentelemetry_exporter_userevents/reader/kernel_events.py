@@ -1,0 +1,427 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""The kernel's own events for the threads that write our records (``record --kernel``).
+
+A tracefs instance of its own (``otel-userevents-kernel.<pid>.<start>.<n>.pidns<inode>``,
+stale ones removed like the reader's), because its ``set_event_pid`` limits every event in
+it to the listed threads: in the reader's instance it would also hide the first records of
+a service not listed yet. The reader lists each process whose records it reads (every
+thread of it, from ``/proc/<pid>/task``); ``options/event-fork`` makes the kernel list the
+threads and children they start, and ``sched_process_fork`` tells the timeline about them.
+Until the first process is listed nothing is enabled: an empty ``set_event_pid`` means every
+process.
+
+The instance's ``trace_clock`` is ``tai``: CLOCK_TAI, which is CLOCK_REALTIME (the spans'
+clock) plus a whole number of seconds (the kernel's TAI offset, 0 unless set), so a kernel
+event's time maps onto the spans' exactly, stepped with the wall clock. At start the reader
+checks the mapping: it writes :data:`CLOCK_CHECKS` ``trace_marker`` records, each between
+two reads of CLOCK_REALTIME, and each record's mapped time must fall between its two reads
+(:class:`ClockCheck` says by how much it did not, and how wide the windows were).
+
+Records are untrusted like every other: each is decoded by its event's ``format`` (offsets
+and sizes), a record too short for its fields is counted and skipped, and what a process
+can make the reader keep is bounded (:mod:`.kernel_timeline`, :data:`MAX_PROCESSES`).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from opentelemetry_exporter_userevents.abi.format import EventFormat
+from opentelemetry_exporter_userevents.abi.ring_buffer import PageError, PageLayout, parse_page
+from opentelemetry_exporter_userevents.abi.sched import (
+    EVENT_FORK,
+    FTRACE_PRINT,
+    FTRACE_SYSTEM,
+    SCHED_SWITCH,
+    SCHED_SYSTEM,
+    SCHED_WAKEUP,
+    SCHED_WAKEUP_NEW,
+    SYS_ENTER,
+    SYS_EXIT,
+    SYSCALLS_SYSTEM,
+)
+from opentelemetry_exporter_userevents.abi.tracefs import Tracefs
+from opentelemetry_exporter_userevents.reader.kernel_timeline import KernelTimeline
+from opentelemetry_exporter_userevents.reader.tracefs_instance import TracefsInstance
+
+KERNEL_INSTANCE_PREFIX = "otel-userevents-kernel."
+GROUPS = ("sched", "syscalls")
+"""What ``--kernel`` can turn on: the scheduler's switches and wake-ups, and syscalls."""
+SCHED_PROCESS_FORK = "sched_process_fork"
+CLOCK = "tai"
+CLOCK_CHECKS = 16
+MAX_PROCESSES = 1024
+"""Processes listed at most; the records of more are counted, their spans left without."""
+MAX_LOSS_TIMES = 4096
+_PAGES_PER_READ = 1024
+_BUFFER_KB = 4096
+_MARK = "otel-userevents clock "
+
+
+class KernelEventsError(Exception):
+    """The kernel view cannot run here; the message says why."""
+
+
+@dataclass
+class ClockCheck:
+    """How trace-clock times mapped onto CLOCK_REALTIME at start."""
+
+    offset_ns: int
+    """CLOCK_TAI - CLOCK_REALTIME: subtracted from every kernel event's time."""
+    checks: int = 0
+    inside: int = 0
+    """Markers whose mapped time fell between the two clock reads around their write."""
+    worst_outside_ns: int = 0
+    """The farthest a marker fell outside its window (0 when all fell inside)."""
+    widest_window_ns: int = 0
+    """The widest window: the resolution of the check."""
+
+
+@dataclass
+class KernelStats:
+    records: int = 0
+    undecodable: int = 0
+    """Records of an unknown event, or too short for their fields."""
+    lost: int = 0
+    """Events the kernel lost (the instance's buffer overflowed)."""
+    processes: int = 0
+    processes_not_watched: int = 0
+    """Writers beyond :data:`MAX_PROCESSES`, or gone before they could be listed."""
+
+
+@dataclass
+class _Cpu:
+    number: int
+    fd: int
+    lost_seen: int = 0
+
+
+def _field_reader(fmt: EventFormat, name: str) -> tuple[int, struct.Struct]:
+    """(offset, struct) of an integer field, from the format's offset and size only."""
+    f = fmt.field(name)
+    codes = {1: "b", 2: "h", 4: "i", 8: "q"}
+    if f.size not in codes:
+        raise ValueError(f"{fmt.name}.{name}: an integer of {f.size} bytes")
+    code = codes[f.size] if f.signed else codes[f.size].upper()
+    return f.offset, struct.Struct("<" + code)
+
+
+@dataclass
+class _Decoder:
+    kind: str
+    fields: list[tuple[int, struct.Struct]]
+    name: str = ""
+    needs: int = 8
+    """Bytes a record must have for its fields."""
+
+
+@dataclass
+class KernelEvents:
+    """Reads the kernel's events for our writers into a :class:`.KernelTimeline`."""
+
+    tracefs: Tracefs
+    layout: PageLayout
+    groups: tuple[str, ...] = GROUPS
+    buffer_size_kb: int = _BUFFER_KB
+    timeline: KernelTimeline = field(default_factory=KernelTimeline)
+    stats: KernelStats = field(default_factory=KernelStats)
+    clock: ClockCheck | None = None
+    losses: list[tuple[int, int]] = field(default_factory=list)
+    """Intervals (span clock) in which events were lost, the last ones: from the read
+    before a loss was counted to the read that counted it (the kernel does not say when)."""
+
+    def __post_init__(self) -> None:
+        self.tracefs_instance = TracefsInstance(self.tracefs, KERNEL_INSTANCE_PREFIX)
+        self._decoders: dict[int, _Decoder] = {}
+        self._cpus: list[_Cpu] = []
+        self._processes: set[int] = set()
+        self._seen_tids: set[int] = set()
+        self._enabled = False
+        self._offset = 0
+        self._last_read = time.time_ns()
+        self._marker = (-1, 0)
+        """The ``ftrace/print`` event's id and the offset of its text."""
+
+    # --- lifetime -------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Create the instance, set its clock and check it, learn the events' formats."""
+        instance = self.tracefs_instance
+        instance.create()
+        name = instance.name
+        try:
+            if CLOCK not in self.tracefs.trace_clocks(name):
+                raise KernelEventsError(f"this kernel has no {CLOCK} trace clock")
+            self.tracefs.set_trace_clock(name, CLOCK)
+            self.tracefs.set_buffer_size_kb(name, self.buffer_size_kb)
+            self.tracefs.set_option(name, EVENT_FORK, True)
+            for cpu in self.tracefs.cpus(name):
+                path = self.tracefs.trace_pipe_raw(name, cpu)
+                self._cpus.append(_Cpu(cpu, os.open(path, os.O_RDONLY | os.O_NONBLOCK)))
+            self._learn_formats()
+            self.clock = self._check_clock()
+        except OSError as error:
+            raise KernelEventsError(f"cannot trace the kernel's events: {error}") from error
+
+    def close(self) -> None:
+        """Remove the instance (which disables its events). Idempotent."""
+        for cpu in self._cpus:
+            os.close(cpu.fd)
+        self._cpus = []
+        self.tracefs_instance.close()
+
+    def _learn_formats(self) -> None:
+        tracefs = self.tracefs
+        fork = tracefs.read_format(SCHED_SYSTEM, SCHED_PROCESS_FORK)
+        self._decoders[fork.id] = _decoder("fork", fork, "parent_pid", "child_pid")
+        if "sched" in self.groups:
+            switch = tracefs.read_format(SCHED_SYSTEM, SCHED_SWITCH)
+            self._decoders[switch.id] = _decoder(
+                "switch", switch, "prev_pid", "prev_state", "next_pid"
+            )
+            for wakeup in (SCHED_WAKEUP, SCHED_WAKEUP_NEW):
+                fmt = tracefs.read_format(SCHED_SYSTEM, wakeup)
+                self._decoders[fmt.id] = _decoder("wakeup", fmt, "pid")
+        if "syscalls" in self.groups:
+            for event_id, event in tracefs.event_ids(SYSCALLS_SYSTEM).items():
+                if event.startswith(SYS_ENTER):
+                    self._decoders[event_id] = _Decoder("enter", [], event[len(SYS_ENTER) :])
+                elif event.startswith(SYS_EXIT):
+                    self._decoders[event_id] = _Decoder("exit", [], event[len(SYS_EXIT) :])
+        marker = tracefs.read_format(FTRACE_SYSTEM, FTRACE_PRINT)
+        self._marker = (marker.id, marker.field("buf").offset)
+
+    def _enable(self) -> None:
+        """Enable the events (once the first thread is listed: an empty list is everyone)."""
+        tracefs, name = self.tracefs, self.tracefs_instance.name
+        self.tracefs_instance.enable(SCHED_SYSTEM, SCHED_PROCESS_FORK)
+        if "sched" in self.groups:
+            for event in (SCHED_SWITCH, SCHED_WAKEUP, SCHED_WAKEUP_NEW):
+                self.tracefs_instance.enable(SCHED_SYSTEM, event)
+        if "syscalls" in self.groups:
+            tracefs.set_system_enabled(name, SYSCALLS_SYSTEM, True)
+        self._enabled = True
+
+    # --- the clock ------------------------------------------------------------------
+
+    def _check_clock(self) -> ClockCheck:
+        tai = time.clock_gettime_ns(time.CLOCK_TAI)
+        real = time.clock_gettime_ns(time.CLOCK_REALTIME)
+        seconds = round((tai - real) / 1e9)
+        check = ClockCheck(seconds * 1_000_000_000)
+        self._offset = check.offset_ns
+        windows: dict[int, tuple[int, int]] = {}
+        fd = os.open(self.tracefs.trace_marker(self.tracefs_instance.name), os.O_WRONLY)
+        try:
+            for number in range(CLOCK_CHECKS):
+                before = time.clock_gettime_ns(time.CLOCK_REALTIME)
+                os.write(fd, f"{_MARK}{number}".encode("ascii"))
+                after = time.clock_gettime_ns(time.CLOCK_REALTIME)
+                windows[number] = (before, after)
+        finally:
+            os.close(fd)
+        for stamp, payload in self._read_records():
+            marker_id, text_at = self._marker
+            if payload[0] | (payload[1] << 8) != marker_id:
+                continue
+            text = bytes(payload[text_at : text_at + 64]).split(b"\0", 1)[0]
+            number = text.removeprefix(_MARK.encode()).rstrip(b"\n")  # the kernel adds one
+            if not text.startswith(_MARK.encode()) or not number.isdigit():
+                continue
+            window = windows.get(int(number))
+            if window is None:
+                continue
+            mapped = stamp - self._offset
+            check.checks += 1
+            check.widest_window_ns = max(check.widest_window_ns, window[1] - window[0])
+            outside = max(window[0] - mapped, mapped - window[1], 0)
+            if outside:
+                check.worst_outside_ns = max(check.worst_outside_ns, outside)
+            else:
+                check.inside += 1
+        return check
+
+    # --- threads --------------------------------------------------------------------
+
+    def watch(self, tids: Iterable[int]) -> None:
+        """List the processes of these writer threads (``common_pid``), every thread of
+        each, the first time one of them is seen."""
+        new: list[int] = []
+        for tid in tids:
+            if tid in self._seen_tids or tid <= 0:
+                continue
+            self._seen_tids.add(tid)
+            if len(self._seen_tids) > 65536:
+                self._seen_tids.clear()
+            tgid = _tgid(tid)
+            if tgid is None or tgid in self._processes:
+                continue
+            if len(self._processes) >= MAX_PROCESSES:
+                self.stats.processes_not_watched += 1
+                continue
+            threads = _threads(tgid)
+            if not threads:
+                self.stats.processes_not_watched += 1
+                continue
+            self._processes.add(tgid)
+            self.stats.processes += 1
+            new += threads
+        if not new:
+            return
+        try:
+            self.tracefs.add_event_pids(self.tracefs_instance.name, new)
+        except OSError:
+            self.stats.processes_not_watched += 1  # a thread exited meanwhile: EINVAL
+            new = [t for t in new if os.path.exists(f"/proc/{t}")]
+            try:
+                self.tracefs.add_event_pids(self.tracefs_instance.name, new)
+            except OSError:
+                return
+        since = time.time_ns()
+        for tid in new:
+            self.timeline.watch(tid, since)
+        if not self._enabled:
+            self._enable()
+
+    def lost_within(self, start: int, end: int) -> bool:
+        """Whether events may have been lost between ``start`` and ``end`` (span clock)."""
+        return any(lost_from <= end and start <= lost_to for lost_from, lost_to in self.losses)
+
+    # --- reading --------------------------------------------------------------------
+
+    def read(self) -> int:
+        """Read every event available now into the timeline; how many."""
+        timeline = self.timeline
+        decoders = self._decoders
+        offset = self._offset
+        count = 0
+        for stamp, record in self._read_records():
+            decoder = decoders.get(record[0] | (record[1] << 8))
+            if decoder is None or len(record) < decoder.needs:
+                self.stats.undecodable += 1
+                continue
+            count += 1
+            when = stamp - offset
+            kind = decoder.kind
+            pid = _COMMON_PID(record, 4)[0]
+            if kind == "enter":
+                timeline.syscall_enter(when, pid, decoder.name)
+            elif kind == "exit":
+                timeline.syscall_exit(when, pid)
+            elif kind == "switch":
+                (prev_at, prev), (state_at, state), (next_at, nxt) = decoder.fields
+                timeline.switch(
+                    when,
+                    prev.unpack_from(record, prev_at)[0],
+                    state.unpack_from(record, state_at)[0],
+                    nxt.unpack_from(record, next_at)[0],
+                )
+            elif kind == "wakeup":
+                ((pid_at, woken),) = decoder.fields
+                timeline.wakeup(when, woken.unpack_from(record, pid_at)[0], pid)
+            else:  # fork: a listed thread started a thread or a child, listed by the kernel
+                (parent_at, parent), (child_at, child) = decoder.fields
+                if timeline.watched(parent.unpack_from(record, parent_at)[0]):
+                    timeline.watch(child.unpack_from(record, child_at)[0], when)
+        self.stats.records += count
+        return count
+
+    def _read_records(self) -> list[tuple[int, memoryview]]:
+        records: list[tuple[int, memoryview]] = []
+        page_size = self.layout.page_size
+        for cpu in self._cpus:
+            for _ in range(_PAGES_PER_READ):
+                try:
+                    raw = os.read(cpu.fd, page_size)
+                except BlockingIOError:
+                    break
+                except InterruptedError:
+                    continue
+                if not raw:
+                    break
+                try:
+                    page = parse_page(raw, self.layout)
+                except PageError:
+                    self.stats.undecodable += 1
+                    continue
+                if page.missed:
+                    self._note_loss()
+                records += page.events
+        self._count_lost()
+        self._last_read = time.time_ns()
+        records.sort(key=_STAMP)
+        return records
+
+    def _note_loss(self) -> None:
+        interval = (self._last_read, time.time_ns())
+        if self.losses and self.losses[-1][0] == interval[0]:
+            return
+        self.losses.append(interval)
+        if len(self.losses) > MAX_LOSS_TIMES:
+            del self.losses[: MAX_LOSS_TIMES // 2]
+
+    def _count_lost(self) -> None:
+        for cpu in self._cpus:
+            try:
+                stats = self.tracefs.cpu_stats(self.tracefs_instance.name, cpu.number)
+            except OSError:
+                continue
+            lost = stats.get("overrun", 0) + stats.get("dropped events", 0)
+            if lost > cpu.lost_seen:
+                self.stats.lost += lost - cpu.lost_seen
+                cpu.lost_seen = lost
+                self._note_loss()
+
+
+_COMMON_PID = struct.Struct("<i").unpack_from
+
+
+def _STAMP(item: tuple[int, memoryview]) -> int:  # noqa: N802 - a sort key
+    return item[0]
+
+
+def _decoder(kind: str, fmt: EventFormat, *names: str) -> _Decoder:
+    fields = [_field_reader(fmt, name) for name in names]
+    needs = max(offset + s.size for offset, s in fields)
+    return _Decoder(kind, fields, needs=needs)
+
+
+def _tgid(tid: int) -> int | None:
+    """The process of a thread, from ``/proc/<tid>/status``; None if it is gone."""
+    try:
+        with open(f"/proc/{tid}/status", "rb") as f:
+            head = f.read(2048)
+    except OSError:
+        return None
+    for line in head.split(b"\n"):
+        if line.startswith(b"Tgid:"):
+            value = line[5:].strip()
+            return int(value) if value.isdigit() else None
+    return None
+
+
+def _threads(tgid: int) -> list[int]:
+    """Every thread of a process (at most 65,536), from ``/proc/<tgid>/task``."""
+    try:
+        names = os.listdir(f"/proc/{tgid}/task")
+    except OSError:
+        return []
+    return [int(name) for name in names[:65536] if name.isdigit()]
+
+
+def parse_groups(text: str) -> tuple[str, ...]:
+    """``sched,syscalls`` -> the groups; raises ValueError naming an unknown one."""
+    groups = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    unknown = [g for g in groups if g not in GROUPS]
+    if unknown or not groups:
+        raise ValueError(
+            f"unknown kernel group {', '.join(unknown) or repr(text)}: "
+            f"choose from {', '.join(GROUPS)}"
+        )
+    return groups

@@ -1,0 +1,337 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""What each watched thread did in the kernel, kept as a timeline, and summed over a span.
+
+Fed scheduler switches and wake-ups and completed syscalls (times already on the spans'
+clock: wall-clock nanoseconds), it answers for one thread and one interval: time on the
+CPU, time off it by why (runnable, sleeping, blocked, other), switches (voluntary and
+involuntary), syscalls by name, and each wait off the CPU with the syscall it was made in
+and who woke the thread. It reads no files (:mod:`.kernel_events` feeds it).
+
+Memory is bounded whatever the threads do: at most :data:`MAX_THREADS` threads (the one
+touched longest ago forgotten first) and :data:`MAX_EVENTS` transitions and syscalls in
+all; past that every thread forgets its oldest half. A thread's ``watched_from`` is the
+time of its oldest event kept, or when it was first watched: an interval that starts
+before it is summed over what is known and called partial.
+"""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass, field
+
+from opentelemetry_exporter_userevents.abi.sched import (
+    BLOCKED,
+    ON_CPU,
+    OTHER,
+    RUNNABLE,
+    SLEEPING,
+    is_voluntary,
+    switched_out_state,
+)
+
+MAX_THREADS = 4096
+MAX_EVENTS = 2_000_000
+"""Transitions and syscalls kept, all threads together (about 25 bytes each)."""
+_UNKNOWN = -1
+_WOKEN = 5
+"""The code of a wake-up (the thread becomes RUNNABLE) in a thread's ``states``."""
+
+
+@dataclass
+class Wait:
+    """One stretch off the CPU, as much of it as lies in the interval asked about."""
+
+    start: int
+    """When it left the CPU (or the interval's start)."""
+    duration: int
+    state: int
+    """Why it left: RUNNABLE (preempted), SLEEPING, BLOCKED, OTHER."""
+    runnable: int
+    """Of ``duration``, the time between its wake-up and getting a CPU back."""
+    syscall: str | None
+    """The syscall it was in when it left, if any."""
+    waker: int | None
+    """The thread that woke it (the wake-up's ``common_pid``), if seen."""
+
+
+@dataclass
+class ThreadSummary:
+    """What one thread did in the kernel during an interval."""
+
+    on_cpu: int = 0
+    off_cpu: dict[int, int] = field(default_factory=dict)
+    """Nanoseconds per off-CPU state (RUNNABLE, SLEEPING, BLOCKED, OTHER)."""
+    unknown: int = 0
+    """Nanoseconds before the thread was watched, or before its oldest event kept."""
+    voluntary: int = 0
+    involuntary: int = 0
+    syscalls: dict[str, list[int]] = field(default_factory=dict)
+    """Name -> [count, nanoseconds inside the interval]."""
+    waits: list[Wait] = field(default_factory=list)
+    partial: bool = False
+    """The interval starts before what the timeline knows of the thread."""
+
+
+class _Thread:
+    __slots__ = (
+        "times", "states", "wakers", "sys_enter", "sys_exit", "sys_name",
+        "pending_syscall", "watched_from", "touched",
+    )  # fmt: skip
+
+    def __init__(self, watched_from: int) -> None:
+        self.times = array("q")
+        self.states = array("b")
+        """The state entered at each time; a switch out stores -(state + 1) when voluntary
+        (so a switch's kind is kept in the same byte)."""
+        self.wakers = array("i")
+        self.sys_enter = array("q")
+        self.sys_exit = array("q")
+        self.sys_name = array("H")
+        self.pending_syscall: tuple[int, int] | None = None
+        self.watched_from = watched_from
+        self.touched = 0
+
+
+@dataclass
+class TimelineStats:
+    threads_forgotten: int = 0
+    trims: int = 0
+    """Times every thread forgot its oldest half (the event bound was reached)."""
+    out_of_order: int = 0
+    """Events older than the thread's newest, dropped (they would reorder its timeline)."""
+
+
+class KernelTimeline:
+    """Per-thread timelines of scheduler states and syscalls."""
+
+    def __init__(self, max_threads: int = MAX_THREADS, max_events: int = MAX_EVENTS) -> None:
+        self.max_threads = max_threads
+        self.max_events = max_events
+        self.stats = TimelineStats()
+        self.names: list[str] = []
+        self._name_index: dict[str, int] = {}
+        self._threads: dict[int, _Thread] = {}
+        self._events = 0
+        self._clock = 0
+
+    # --- feeding --------------------------------------------------------------------
+
+    def watch(self, tid: int, since: int) -> None:
+        """``tid`` is watched from ``since`` on (what came before is unknown)."""
+        self._thread(tid, since)
+
+    def switch(self, time: int, prev_tid: int, prev_state: int, next_tid: int) -> None:
+        """A ``sched_switch``: ``prev_tid`` left the CPU in ``prev_state``, ``next_tid`` got it."""
+        if prev_tid in self._threads:
+            state = switched_out_state(prev_state)
+            code = -(state + 1) if is_voluntary(prev_state) else state
+            self._add(self._threads[prev_tid], time, code, 0)
+        if next_tid in self._threads:
+            self._add(self._threads[next_tid], time, ON_CPU, 0)
+
+    def wakeup(self, time: int, tid: int, waker: int) -> None:
+        """A ``sched_wakeup``: ``tid`` became runnable, woken by ``waker``."""
+        thread = self._threads.get(tid)
+        if thread is not None and thread.states and _state(thread.states[-1]) in (
+            SLEEPING, BLOCKED, OTHER,
+        ):  # fmt: skip
+            self._add(thread, time, _WOKEN, waker)
+
+    def syscall_enter(self, time: int, tid: int, name: str) -> None:
+        thread = self._threads.get(tid)
+        if thread is not None:
+            thread.pending_syscall = (time, self._name(name))
+
+    def syscall_exit(self, time: int, tid: int) -> None:
+        thread = self._threads.get(tid)
+        if thread is None or thread.pending_syscall is None:
+            return
+        entered, name = thread.pending_syscall
+        thread.pending_syscall = None
+        if thread.sys_enter and entered < thread.sys_enter[-1]:
+            self.stats.out_of_order += 1
+            return
+        thread.sys_enter.append(entered)
+        thread.sys_exit.append(time)
+        thread.sys_name.append(name)
+        self._count(1)
+
+    def _thread(self, tid: int, since: int) -> _Thread:
+        thread = self._threads.get(tid)
+        if thread is None:
+            if len(self._threads) >= self.max_threads:
+                oldest = min(self._threads, key=lambda t: self._threads[t].touched)
+                self._events -= _size(self._threads.pop(oldest))
+                self.stats.threads_forgotten += 1
+            thread = self._threads[tid] = _Thread(since)
+        self._clock += 1
+        thread.touched = self._clock
+        return thread
+
+    def _add(self, thread: _Thread, time: int, code: int, waker: int) -> None:
+        if thread.times and time < thread.times[-1]:
+            self.stats.out_of_order += 1
+            return
+        if not thread.times and code not in (ON_CPU, _WOKEN) and thread.watched_from <= time:
+            # Its first event is a switch out: it was on the CPU since it was watched.
+            thread.times.append(thread.watched_from)
+            thread.states.append(ON_CPU)
+            thread.wakers.append(0)
+            self._events += 1
+        thread.times.append(time)
+        thread.states.append(code)
+        thread.wakers.append(waker)
+        self._clock += 1
+        thread.touched = self._clock
+        self._count(1)
+
+    def _count(self, added: int) -> None:
+        self._events += added
+        if self._events > self.max_events:
+            self._trim()
+
+    def _trim(self) -> None:
+        """Every thread forgets its oldest half."""
+        self.stats.trims += 1
+        total = 0
+        for thread in self._threads.values():
+            half = len(thread.times) // 2
+            if half:
+                thread.watched_from = max(thread.watched_from, thread.times[half])
+                del thread.times[:half], thread.states[:half], thread.wakers[:half]
+            half = len(thread.sys_enter) // 2
+            if half:
+                thread.watched_from = max(thread.watched_from, thread.sys_enter[half])
+                del thread.sys_enter[:half], thread.sys_exit[:half], thread.sys_name[:half]
+            total += _size(thread)
+        self._events = total
+
+    def _name(self, name: str) -> int:
+        index = self._name_index.get(name)
+        if index is None:
+            index = self._name_index[name] = len(self.names)
+            self.names.append(name)
+        return index
+
+    # --- asking ---------------------------------------------------------------------
+
+    def watched(self, tid: int) -> bool:
+        return tid in self._threads
+
+    def summary(self, tid: int, start: int, end: int, wait_threshold: int) -> ThreadSummary | None:
+        """What ``tid`` did in ``[start, end]``; None if it is not watched. Waits off the CPU
+        of at least ``wait_threshold`` ns (inside the interval) are listed."""
+        thread = self._threads.get(tid)
+        if thread is None or end < start:
+            return None
+        result = ThreadSummary()
+        self._sum_states(thread, start, end, wait_threshold, result)
+        self._sum_syscalls(thread, start, end, result)
+        result.partial = start < thread.watched_from or result.unknown > 0
+        return result
+
+    def _sum_states(
+        self, thread: _Thread, start: int, end: int, threshold: int, out: ThreadSummary
+    ) -> None:
+        times, states, wakers = thread.times, thread.states, thread.wakers
+        first = bisect_right(times, start)
+        # The state at ``start``: the one entered last before it, if known.
+        state = _state(states[first - 1]) if first else _UNKNOWN
+        at = start
+        if state == _UNKNOWN and thread.watched_from > start:
+            out.unknown += min(thread.watched_from, end) - start
+            at = min(thread.watched_from, end)
+        wait: Wait | None = None
+        if state not in (ON_CPU, _UNKNOWN):
+            out_index = first - 1
+            while out_index > 0 and states[out_index] == _WOKEN:
+                out_index -= 1
+            left = times[out_index]
+            waker = wakers[first - 1] if states[first - 1] == _WOKEN else 0
+            wait = Wait(max(left, start), 0, _state(states[out_index]), 0,
+                        self._syscall_at(thread, left), waker or None)  # fmt: skip
+        index = first
+        while index < len(times) and times[index] <= end:
+            time, code = times[index], states[index]
+            self._credit(out, state, time - at, wait)
+            at = time
+            new_state = _state(code)
+            if code == _WOKEN:
+                if wait is not None:
+                    wait.waker = wakers[index] or None
+            elif new_state == ON_CPU:
+                if wait is not None:
+                    self._close_wait(out, wait, threshold)
+                    wait = None
+            elif state == ON_CPU or state == _UNKNOWN:
+                if code < 0:
+                    out.voluntary += 1
+                else:
+                    out.involuntary += 1
+                wait = Wait(time, 0, new_state, 0, self._syscall_at(thread, time), None)
+            state = new_state
+            index += 1
+        self._credit(out, state, end - at, wait)
+        if wait is not None:
+            self._close_wait(out, wait, threshold)
+
+    @staticmethod
+    def _credit(out: ThreadSummary, state: int, duration: int, wait: Wait | None) -> None:
+        if duration <= 0:
+            return
+        if state == ON_CPU:
+            out.on_cpu += duration
+        elif state == _UNKNOWN:
+            out.unknown += duration
+        else:
+            out.off_cpu[state] = out.off_cpu.get(state, 0) + duration
+            if wait is not None:
+                wait.duration += duration
+                if state == RUNNABLE:
+                    wait.runnable += duration
+
+    @staticmethod
+    def _close_wait(out: ThreadSummary, wait: Wait, threshold: int) -> None:
+        if wait.duration >= threshold:
+            out.waits.append(wait)
+
+    def _syscall_at(self, thread: _Thread, time: int) -> str | None:
+        """The syscall ``thread`` was in at ``time``, if it is known."""
+        index = bisect_right(thread.sys_enter, time) - 1
+        if index >= 0 and thread.sys_exit[index] >= time:
+            return self.names[thread.sys_name[index]]
+        pending = thread.pending_syscall
+        if pending is not None and pending[0] <= time:
+            return self.names[pending[1]]
+        return None
+
+    def _sum_syscalls(self, thread: _Thread, start: int, end: int, out: ThreadSummary) -> None:
+        enters, exits, names = thread.sys_enter, thread.sys_exit, thread.sys_name
+        # A syscall counts if it ran at all inside the interval; its time is clipped to it.
+        index = max(bisect_left(enters, start) - 1, 0)
+        while index < len(enters) and enters[index] <= end:
+            entered, exited = enters[index], exits[index]
+            if exited >= start:
+                inside = min(exited, end) - max(entered, start)
+                tally = out.syscalls.setdefault(self.names[names[index]], [0, 0])
+                tally[0] += 1
+                tally[1] += max(inside, 0)
+            index += 1
+        pending = thread.pending_syscall
+        if pending is not None and pending[0] <= end:  # still in it when the span ended
+            tally = out.syscalls.setdefault(self.names[pending[1]], [0, 0])
+            tally[0] += 1
+            tally[1] += end - max(pending[0], start)
+
+
+def _state(code: int) -> int:
+    if code < 0:
+        return -code - 1
+    return RUNNABLE if code == _WOKEN else code
+
+
+def _size(thread: _Thread) -> int:
+    return len(thread.times) + len(thread.sys_enter)

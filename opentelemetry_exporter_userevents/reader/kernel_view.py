@@ -1,0 +1,241 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""Each span with what the kernel did for its thread while it ran (``record --kernel``).
+
+The thread is the span's ``thread.id`` attribute when the app set it, else the thread that
+wrote its record (``common_pid``): the exporters write a span when it ends, on the thread
+that ends it (a ``BatchSpanProcessor`` writes from its own thread: set ``thread.id``). The
+interval is the span's own ``[start, end]``. Attributes added (an app's own attribute of
+the same name wins); durations in nanoseconds:
+
+- ``thread.id`` (semantic conventions), the thread summed over.
+- ``linux.sched.on_cpu_ns``, ``linux.sched.off_cpu_ns``: on a CPU, and off it.
+- ``linux.sched.runnable_ns`` (ready, waiting for a CPU: preempted, or woken and not run
+  yet), ``linux.sched.sleeping_ns`` (``S``: futex, socket, timer), ``linux.sched.blocked_ns``
+  (``D``: uninterruptible), ``linux.sched.other_ns`` (stopped, traced): the off-CPU time by
+  why.
+- ``linux.sched.switches.voluntary``, ``linux.sched.switches.involuntary``: as the kernel
+  counts them in ``/proc/<tid>/status`` (``process.context_switch_type`` values).
+- ``linux.syscall.count``, ``linux.syscall.time_ns``; ``linux.syscall.top.name``,
+  ``linux.syscall.top.count``, ``linux.syscall.top.time_ns``: the syscalls that took the most
+  time, at most :data:`TOP_SYSCALLS`, in that order.
+- ``linux.kernel.view``: ``whole``, or ``partial`` when the reader knows part of the span is
+  missing (the thread was listed after the span started, or the kernel lost events meanwhile;
+  ``linux.kernel.unknown_ns`` then says how much of it is not known); ``none`` when the
+  thread is not watched.
+- ``linux.thread.shared``: ``true`` when another span on the same thread, neither this
+  span's descendant nor its ancestor, overlapped it (an asyncio loop): the figures are the
+  thread's, not this span's alone. The reader can tell only from spans that ended first.
+
+And a ``linux.sched.off_cpu`` span event for each stretch off the CPU of at least the
+threshold (``--kernel-wait-threshold``), the longest :data:`MAX_WAIT_EVENTS` (the rest in the
+span's dropped events count), at the time the thread left the CPU, with
+``linux.sched.state``, ``linux.sched.off_cpu_ns``, ``linux.sched.runnable_ns`` (of it, the
+wait for a CPU after the wake-up), the ``linux.syscall.name`` it was in, and the thread that
+woke it, ``linux.sched.waker.tid``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry_exporter_userevents.abi.sched import (
+    BLOCKED,
+    OTHER,
+    RUNNABLE,
+    SLEEPING,
+    STATE_NAMES,
+)
+from opentelemetry_exporter_userevents.reader.checked_records import CheckedEvent, CheckedSpan
+from opentelemetry_exporter_userevents.reader.kernel_events import KernelEvents
+from opentelemetry_exporter_userevents.reader.kernel_timeline import ThreadSummary
+
+TOP_SYSCALLS = 5
+MAX_WAIT_EVENTS = 32
+DEFAULT_WAIT_THRESHOLD_NS = 1_000_000
+OFF_CPU_EVENT = "linux.sched.off_cpu"
+_RECENT_SPANS = 64
+_OFF_CPU_NAMES = {
+    RUNNABLE: "linux.sched.runnable_ns",
+    SLEEPING: "linux.sched.sleeping_ns",
+    BLOCKED: "linux.sched.blocked_ns",
+    OTHER: "linux.sched.other_ns",
+}
+
+
+@dataclass
+class KernelViewStats:
+    spans: int = 0
+    """Spans given a kernel view."""
+    partial: int = 0
+    not_watched: int = 0
+    shared: int = 0
+
+
+class _Recent:
+    """The last spans enriched on one thread: (start, end, span id, parent span id)."""
+
+    __slots__ = ("spans",)
+
+    def __init__(self) -> None:
+        self.spans: deque[tuple[int, int, int, int | None]] = deque(maxlen=_RECENT_SPANS)
+
+
+class KernelView:
+    """Adds the kernel's view to checked spans (the rebuilder's ``span_enricher``)."""
+
+    def __init__(
+        self, events: KernelEvents, wait_threshold_ns: int = DEFAULT_WAIT_THRESHOLD_NS
+    ) -> None:
+        self.events = events
+        self.wait_threshold_ns = wait_threshold_ns
+        self.stats = KernelViewStats()
+        self._recent: dict[int, _Recent] = {}
+
+    def __call__(self, span: CheckedSpan, writer_tid: int) -> CheckedSpan:
+        tid = span.attributes.get("thread.id")
+        if (
+            not isinstance(tid, int)
+            or isinstance(tid, bool)
+            or not self.events.timeline.watched(tid)
+        ):
+            tid = writer_tid
+        start, end = span.start_time_ns, span.end_time_ns
+        summary = self.events.timeline.summary(tid, start, end, self.wait_threshold_ns)
+        added: dict[str, Any] = {"thread.id": tid}
+        events = span.events
+        dropped = span.dropped_events
+        if summary is None:
+            self.stats.not_watched += 1
+            added["linux.kernel.view"] = "none"
+        else:
+            self.stats.spans += 1
+            partial = summary.partial or self.events.lost_within(start, end)
+            self.stats.partial += partial
+            added.update(_attributes(summary, partial))
+            if self._shared(tid, span):
+                added["linux.thread.shared"] = True
+                self.stats.shared += 1
+            waits = sorted(summary.waits, key=lambda w: w.duration, reverse=True)
+            kept = sorted(waits[:MAX_WAIT_EVENTS], key=lambda w: w.start)
+            events = list(events) + [_wait_event(wait) for wait in kept]
+            events.sort(key=lambda event: event.time_ns)
+            dropped += len(waits) - len(kept)
+        attributes = {
+            **span.attributes,
+            **{k: v for k, v in added.items() if k not in span.attributes},
+        }
+        return span._replace(attributes=attributes, events=events, dropped_events=dropped)
+
+    def _shared(self, tid: int, span: CheckedSpan) -> bool:
+        recent = self._recent.get(tid)
+        if recent is None:
+            if len(self._recent) >= 4096:
+                del self._recent[next(iter(self._recent))]
+            recent = self._recent[tid] = _Recent()
+        parents = {s[2]: s[3] for s in recent.spans}
+        shared = False
+        for other_start, other_end, other_id, _ in recent.spans:
+            if other_end <= span.start_time_ns or other_start >= span.end_time_ns:
+                continue
+            if other_id == span.span_id:
+                continue
+            if not _descends(other_id, span.span_id, parents) and not _descends(
+                span.span_id, other_id, parents | {span.span_id: span.parent_span_id}
+            ):
+                shared = True
+                break
+        recent.spans.append((span.start_time_ns, span.end_time_ns, span.span_id,
+                             span.parent_span_id))  # fmt: skip
+        return shared
+
+
+def _descends(span_id: int, ancestor: int, parents: dict[int, int | None]) -> bool:
+    """Whether ``span_id`` is ``ancestor``'s descendant, through the parents known."""
+    seen = 0
+    current: int | None = parents.get(span_id)
+    while current is not None and seen <= _RECENT_SPANS:
+        if current == ancestor:
+            return True
+        current = parents.get(current)
+        seen += 1
+    return False
+
+
+def _attributes(summary: ThreadSummary, partial: bool) -> dict[str, Any]:
+    off_cpu = sum(summary.off_cpu.values())
+    attributes: dict[str, Any] = {
+        "linux.kernel.view": "partial" if partial else "whole",
+        "linux.sched.on_cpu_ns": summary.on_cpu,
+        "linux.sched.off_cpu_ns": off_cpu,
+    }
+    for state, name in _OFF_CPU_NAMES.items():
+        attributes[name] = summary.off_cpu.get(state, 0)
+    attributes["linux.sched.switches.voluntary"] = summary.voluntary
+    attributes["linux.sched.switches.involuntary"] = summary.involuntary
+    if summary.unknown:
+        attributes["linux.kernel.unknown_ns"] = summary.unknown
+    calls = summary.syscalls
+    attributes["linux.syscall.count"] = sum(tally[0] for tally in calls.values())
+    attributes["linux.syscall.time_ns"] = sum(tally[1] for tally in calls.values())
+    top = sorted(calls.items(), key=lambda item: (-item[1][1], -item[1][0], item[0]))
+    top = top[:TOP_SYSCALLS]
+    if top:
+        attributes["linux.syscall.top.name"] = [name for name, _ in top]
+        attributes["linux.syscall.top.count"] = [tally[0] for _, tally in top]
+        attributes["linux.syscall.top.time_ns"] = [tally[1] for _, tally in top]
+    return attributes
+
+
+def _wait_event(wait: Any) -> CheckedEvent:
+    attributes: dict[str, Any] = {
+        "linux.sched.state": STATE_NAMES[wait.state],
+        "linux.sched.off_cpu_ns": wait.duration,
+        "linux.sched.runnable_ns": wait.runnable,
+    }
+    if wait.syscall is not None:
+        attributes["linux.syscall.name"] = wait.syscall
+    if wait.waker is not None:
+        attributes["linux.sched.waker.tid"] = wait.waker
+    return CheckedEvent(OFF_CPU_EVENT, wait.start, attributes, 0)
+
+
+def kernel_clock_line(events: KernelEvents) -> str:
+    """What the start-up clock check found, for the reader's first lines."""
+    check = events.clock
+    if check is None:
+        return "kernel view: the clock was not checked"
+    line = (
+        f"kernel view ({', '.join(events.groups)}): trace clock tai, "
+        f"{check.offset_ns // 1_000_000_000} s from CLOCK_REALTIME; "
+        f"{check.inside} of {check.checks} clock checks within their "
+        f"{check.widest_window_ns / 1000:.1f} µs windows"
+    )
+    if check.worst_outside_ns:
+        line += f", the worst {check.worst_outside_ns / 1000:.1f} µs outside"
+    return line
+
+
+def kernel_parts(view: object) -> list[str]:
+    """The summary's counts of the kernel view (``view``: the rebuilder's enricher)."""
+    if not isinstance(view, KernelView):
+        return []
+    stats, events = view.stats, view.events.stats
+    parts = [
+        f"kernel view of {stats.spans} spans ({stats.partial} partial, {stats.shared} on "
+        f"a shared thread) from {events.records} kernel events of {events.processes} "
+        "processes"
+    ]
+    for label, count in (
+        ("spans of threads not watched", stats.not_watched),
+        ("kernel events lost", events.lost),
+        ("kernel events undecodable", events.undecodable),
+        ("processes not watched", events.processes_not_watched),
+        ("kernel timeline trims (oldest halves forgotten)", view.events.timeline.stats.trims),
+    ):
+        if count:
+            parts.append(f"{count} {label}")
+    return parts
