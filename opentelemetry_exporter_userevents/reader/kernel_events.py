@@ -231,10 +231,10 @@ class KernelEvents:
             if payload[0] | (payload[1] << 8) != marker_id:
                 continue
             text = bytes(payload[text_at : text_at + 64]).split(b"\0", 1)[0]
-            number = text.removeprefix(_MARK.encode()).rstrip(b"\n")  # the kernel adds one
-            if not text.startswith(_MARK.encode()) or not number.isdigit():
+            digits = text.removeprefix(_MARK.encode()).rstrip(b"\n")  # the kernel adds one
+            if not text.startswith(_MARK.encode()) or not digits.isdigit():
                 continue
-            window = windows.get(int(number))
+            window = windows.get(int(digits))
             if window is None:
                 continue
             mapped = stamp - self._offset
@@ -296,13 +296,19 @@ class KernelEvents:
     # --- reading --------------------------------------------------------------------
 
     def read(self) -> int:
-        """Read every event available now into the timeline; how many."""
+        """Read every event available now into the timeline; how many decoded."""
+        return self.feed(self._read_records())
+
+    def feed(self, records: list[tuple[int, memoryview]]) -> int:
+        """Decode (trace-clock time, record) pairs into the timeline, in time order;
+        count what does not decode. Any bytes are safe here: the record decides nothing
+        but which thread's timeline gets which event."""
         timeline = self.timeline
         decoders = self._decoders
         offset = self._offset
         count = 0
-        for stamp, record in self._read_records():
-            decoder = decoders.get(record[0] | (record[1] << 8))
+        for stamp, record in records:
+            decoder = decoders.get(record[0] | (record[1] << 8)) if len(record) >= 8 else None
             if decoder is None or len(record) < decoder.needs:
                 self.stats.undecodable += 1
                 continue

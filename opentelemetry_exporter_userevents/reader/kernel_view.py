@@ -57,6 +57,7 @@ TOP_SYSCALLS = 5
 MAX_WAIT_EVENTS = 32
 DEFAULT_WAIT_THRESHOLD_NS = 1_000_000
 OFF_CPU_EVENT = "linux.sched.off_cpu"
+VIEW = "linux.kernel.view"
 _RECENT_SPANS = 64
 _OFF_CPU_NAMES = {
     RUNNABLE: "linux.sched.runnable_ns",

@@ -19,6 +19,7 @@ from opentelemetry.sdk._logs import ReadableLogRecord
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
+from opentelemetry_exporter_userevents.reader.kernel_view import OFF_CPU_EVENT, VIEW
 from opentelemetry_exporter_userevents.reader.rebuild_metrics import MetricPoint
 from opentelemetry_exporter_userevents.reader.terminal_text import cut, printable
 from opentelemetry_exporter_userevents.record import metric_values as mv
@@ -48,7 +49,10 @@ def _attributes(attributes: Mapping[str, Any] | None) -> str:
 
 
 def _duration(span: ReadableSpan) -> str:
-    ns = max((span.end_time or 0) - (span.start_time or 0), 0)
+    return _ns(max((span.end_time or 0) - (span.start_time or 0), 0))
+
+
+def _ns(ns: int) -> str:
     if ns >= 1_000_000_000:
         return f"{ns / 1e9:.3f} s"
     if ns >= 1_000_000:
@@ -180,13 +184,23 @@ class TreeView:
                 stack.append((kids[number], inner, "└─ " if last else "├─ ", depth + 1))
 
     def _print_span(self, span: ReadableSpan, lead: str, note: str) -> None:
-        attributes = _attributes(span.attributes)
+        kernel = kernel_line(span.attributes or {})
+        shown = span.attributes
+        if kernel:  # the kernel view gets a line of its own
+            shown = {k: v for k, v in (shown or {}).items() if not _is_kernel_key(k)}
+        attributes = _attributes(shown)
         self.out.write(
             f"{lead}{printable(span.name)}  {span.kind.name.lower()}  {_duration(span)}"
             f"  [{_status(span)}]{'  ' + attributes if attributes else ''}{note}\n"
         )
         below = lead.replace("├─ ", "│  ").replace("└─ ", "   ")
+        if kernel:
+            self.out.write(f"{below}   ⚙ {kernel}\n")
         for event in span.events:
+            if kernel and event.name == OFF_CPU_EVENT:
+                line = f"{below}   ◦ {_time(event.timestamp)}  {wait_text(event.attributes or {})}"
+                self.out.write(line + "\n")
+                continue
             line = f"{below}   • {printable(event.name)} {_time(event.timestamp)}"
             self.out.write(f"{line}  {_attributes(event.attributes)}".rstrip(" ") + "\n")
 
@@ -288,3 +302,72 @@ def metric_line(item: MetricPoint) -> str:
     if item.truncated:
         parts.append("(cut to fit)")
     return "  ".join(p for p in parts if p)
+
+
+def _is_kernel_key(key: str) -> bool:
+    return key.startswith("linux.") or key == "thread.id"
+
+
+def _int(attributes: Mapping[str, Any], key: str) -> int:
+    """An integer attribute, 0 if absent or not an integer (an app may set any of these)."""
+    value = attributes.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def kernel_line(attributes: Mapping[str, Any]) -> str:
+    """The kernel view at a glance: ``on-CPU 12.0 ms, off-CPU 60.1 ms (sleeping 58.0 ms,
+    runnable 2.1 ms), switches 3+1, 400 syscalls 3.1 ms: read 400 3.1 ms``; empty for a
+    span without one."""
+    view = attributes.get(VIEW)
+    if view not in ("whole", "partial"):
+        return "kernel: thread not watched" if view == "none" else ""
+    parts = [f"on-CPU {_ns(_int(attributes, 'linux.sched.on_cpu_ns'))}",
+             f"off-CPU {_ns(_int(attributes, 'linux.sched.off_cpu_ns'))}"]  # fmt: skip
+    why = [
+        f"{name} {_ns(_int(attributes, f'linux.sched.{name}_ns'))}"
+        for name in ("runnable", "sleeping", "blocked", "other")
+        if _int(attributes, f"linux.sched.{name}_ns")
+    ]
+    if why:
+        parts[-1] += f" ({', '.join(why)})"
+    parts.append(
+        f"switches {_int(attributes, 'linux.sched.switches.voluntary')}"
+        f"+{_int(attributes, 'linux.sched.switches.involuntary')}"
+    )
+    calls = f"{_int(attributes, 'linux.syscall.count')} syscalls"
+    calls += f" {_ns(_int(attributes, 'linux.syscall.time_ns'))}"
+    names, counts, times = (attributes.get(f"linux.syscall.top.{k}") for k in
+                            ("name", "count", "time_ns"))  # fmt: skip
+    if (
+        isinstance(names, (list, tuple))
+        and isinstance(counts, (list, tuple))
+        and isinstance(times, (list, tuple))
+    ):
+        top = [
+            f"{_value(name, 24)} {count if isinstance(count, int) else '?'} "
+            f"{_ns(time) if isinstance(time, int) else '?'}"
+            for name, count, time in list(zip(names, counts, times, strict=False))[:3]
+        ]
+        if top:
+            calls += ": " + ", ".join(top)
+    parts.append(calls)
+    flags = [view] if view == "partial" else []
+    if attributes.get("linux.thread.shared") is True:
+        flags.append("shared thread")
+    return printable(", ".join(parts) + "".join(f" [{flag}]" for flag in flags))
+
+
+def wait_text(attributes: Mapping[str, Any]) -> str:
+    """``off-CPU 202.6 ms sleeping in clock_nanosleep, woken by 38 (runnable 2.5 ms)``."""
+    text = f"off-CPU {_ns(_int(attributes, 'linux.sched.off_cpu_ns'))}"
+    text += f" {_value(attributes.get('linux.sched.state', '?'), 16)}"
+    syscall = attributes.get("linux.syscall.name")
+    if syscall is not None:
+        text += f" in {_value(syscall, 24)}"
+    waker = _int(attributes, "linux.sched.waker.tid")
+    if waker:
+        text += f", woken by {waker}"
+    runnable = _int(attributes, "linux.sched.runnable_ns")
+    if runnable:
+        text += f" (runnable {_ns(runnable)})"
+    return printable(text)

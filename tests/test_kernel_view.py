@@ -1,0 +1,189 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""The kernel view on the host: records decoded by the kernel's formats (Linux 6.12, saved
+from the test bed), hostile bytes, and what a span gets: its attributes, its waits as
+events, the thread it shares (the kernel test proves the figures on both images)."""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from opentelemetry.sdk.resources import Resource
+
+from opentelemetry_exporter_userevents.abi.format import parse_format
+from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
+from opentelemetry_exporter_userevents.reader.checked_records import CheckedSpan
+from opentelemetry_exporter_userevents.reader.cli import main
+from opentelemetry_exporter_userevents.reader.kernel_events import KernelEvents, parse_groups
+from opentelemetry_exporter_userevents.reader.kernel_view import OFF_CPU_EVENT, KernelView
+from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.tree_view import TreeView
+
+FORMATS = json.loads((Path(__file__).parent / "data" / "kernel_formats_6_12.json").read_text())
+MS = 1_000_000
+T = 4242
+
+
+class _Formats:
+    """The tracefs calls KernelEvents makes to learn formats, from the saved files."""
+
+    def read_format(self, system: str, name: str) -> Any:
+        return parse_format(FORMATS[f"{system}/{name}"])
+
+    def event_ids(self, system: str) -> dict[int, str]:
+        return {
+            parse_format(text).id: key.split("/")[1]
+            for key, text in FORMATS.items()
+            if key.startswith(system + "/")
+        }
+
+
+def _events() -> KernelEvents:
+    events = KernelEvents(_Formats(), PageLayout())  # type: ignore[arg-type]
+    events._learn_formats()
+    return events
+
+
+def _record(key: str, **values: int) -> memoryview:
+    fmt = parse_format(FORMATS[key])
+    size = max(f.offset + f.size for f in fmt.fields) if fmt.fields else 16
+    raw = bytearray(max(size, 16))
+    struct.pack_into("<Hi", raw, 0, fmt.id, 0)
+    struct.pack_into("<i", raw, 4, values.pop("common_pid", 0))
+    for name, value in values.items():
+        f = fmt.field(name)
+        code = {4: "i", 8: "q"}[f.size]
+        struct.pack_into("<" + code, raw, f.offset, value)
+    return memoryview(bytes(raw))
+
+
+def _span(start: int, end: int, span_id: int = 1, parent: int | None = None, **attrs: Any):
+    return CheckedSpan(
+        1, span_id, parent, False, 1, (), "work", 1, 0, "", start, end, dict(attrs), 0,
+        [], 0, [], 0, "", None,
+    )  # fmt: skip
+
+
+def _fed() -> KernelEvents:
+    events = _events()
+    events.timeline.watch(T, 0)
+    switch, enter, leave = (
+        "sched/sched_switch",
+        "syscalls/sys_enter_futex",
+        "syscalls/sys_exit_futex",
+    )
+    events.feed([
+        (1 * MS, _record(switch, prev_pid=1, prev_state=1, next_pid=T)),
+        (2 * MS, _record(enter, common_pid=T)),
+        (3 * MS, _record(switch, prev_pid=T, prev_state=1, next_pid=1)),
+        (40 * MS, _record("sched/sched_wakeup", common_pid=77, pid=T)),
+        (41 * MS, _record(switch, prev_pid=1, prev_state=1, next_pid=T)),
+        (42 * MS, _record(leave, common_pid=T)),
+        (43 * MS, _record("sched/sched_process_fork", common_pid=T, parent_pid=T, child_pid=T + 1)),
+    ])  # fmt: skip
+    return events
+
+
+def test_a_span_gets_its_threads_kernel_view_and_the_apps_own_attributes_win():
+    events = _fed()
+    assert events.timeline.watched(T + 1)  # its new thread, from the fork event
+    view = KernelView(events, wait_threshold_ns=10 * MS)
+    span = view(_span(0, 50 * MS, **{"linux.sched.on_cpu_ns": "mine"}), T)
+    attrs = span.attributes
+    assert attrs["thread.id"] == T
+    assert attrs["linux.sched.on_cpu_ns"] == "mine"
+    assert attrs["linux.kernel.view"] == "partial"  # 0 to 1 ms: no event says what it did
+    assert attrs["linux.sched.off_cpu_ns"] == 38 * MS  # asleep 37 ms, then waiting for a CPU
+    assert (attrs["linux.sched.sleeping_ns"], attrs["linux.sched.runnable_ns"]) == (37 * MS, MS)
+    assert attrs["linux.syscall.top.name"] == ["futex"]
+    assert attrs["linux.syscall.top.count"] == [1]
+    assert attrs["linux.syscall.time_ns"] == 40 * MS
+    (wait,) = span.events
+    assert wait.name == OFF_CPU_EVENT and wait.time_ns == 3 * MS
+    assert wait.attributes == {
+        "linux.sched.state": "sleeping", "linux.sched.off_cpu_ns": 38 * MS,
+        "linux.sched.runnable_ns": MS, "linux.syscall.name": "futex",
+        "linux.sched.waker.tid": 77,
+    }  # fmt: skip
+    assert view(_span(MS, 50 * MS, span_id=2), T).attributes["linux.kernel.view"] == "whole"
+
+
+def test_a_thread_not_watched_is_said_and_a_thread_id_attribute_is_used_when_watched():
+    view = KernelView(_fed())
+    assert view(_span(0, MS), 999).attributes["linux.kernel.view"] == "none"
+    moved = view(_span(MS, 2 * MS, **{"thread.id": T}), 999)  # written by a batch thread
+    assert moved.attributes["linux.kernel.view"] == "whole"
+
+
+def test_overlapping_spans_on_one_thread_that_are_not_nested_are_called_shared():
+    view = KernelView(_fed())
+    child = view(_span(10 * MS, 20 * MS, span_id=2, parent=1), T)
+    parent = view(_span(5 * MS, 30 * MS, span_id=1), T)
+    assert "linux.thread.shared" not in child.attributes
+    assert "linux.thread.shared" not in parent.attributes
+    other = view(_span(25 * MS, 45 * MS, span_id=3), T)  # another task, interleaved
+    assert other.attributes["linux.thread.shared"] is True
+
+
+def test_lost_events_make_spans_that_overlap_them_partial():
+    events = _fed()
+    events.losses.append((20 * MS, 25 * MS))
+    view = KernelView(events)
+    assert view(_span(21 * MS, 30 * MS), T).attributes["linux.kernel.view"] == "partial"
+    assert view(_span(26 * MS, 30 * MS, span_id=2), T).attributes["linux.kernel.view"] == "whole"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10**12), st.binary(max_size=80)), max_size=40))
+def test_hostile_records_are_counted_never_raised(records):
+    """Any bytes in the kernel instance's pages (a listed process shapes its own syscalls'
+    timing, not their bytes, but the decoder must not care)."""
+    events = _events()
+    events.timeline.watch(T, 0)
+    ids = list(events._decoders)
+    shaped = [(ts, memoryview(raw)) for ts, raw in sorted(records)]
+    shaped += [(10**12 + n, memoryview(struct.pack("<H", ids[n % len(ids)]) + raw))
+               for n, (_, raw) in enumerate(records)]  # fmt: skip
+    decoded = events.feed(shaped)
+    assert decoded + events.stats.undecodable == len(shaped)
+    assert KernelView(events)(_span(0, 10**13), T).attributes["thread.id"] == T
+
+
+def test_groups_are_checked():
+    assert parse_groups("sched, syscalls,sched") == ("sched", "syscalls")
+    with pytest.raises(ValueError, match="unknown kernel group io"):
+        parse_groups("sched,io")
+
+
+def test_kernel_and_capture_together_are_refused(tmp_path, capsys):
+    code = main(["--tracefs", str(tmp_path), "record", "--kernel", "sched",
+                 "--capture", str(tmp_path / "x.dat")])  # fmt: skip
+    assert code == 2
+    assert "--kernel cannot be used with --capture" in capsys.readouterr().err
+
+
+def test_the_tree_view_shows_the_kernel_view_at_a_glance_and_escapes_what_apps_set():
+    enriched = KernelView(_fed(), wait_threshold_ns=10 * MS)(_span(MS, 50 * MS, **{"k": "v"}), T)
+    hostile = _span(0, MS, span_id=3, **{"linux.kernel.view": "whole",
+                                          "linux.syscall.top.name": ["\x1b[2Jx"],
+                                          "linux.syscall.top.count": ["many"],
+                                          "linux.syscall.top.time_ns": [1]})  # fmt: skip
+    out = io.StringIO()
+    view = TreeView(out)
+    for checked in (enriched, hostile):
+        view.add([Rebuilder.span(checked, Resource({"service.name": "s"}), None)])
+    view.flush()
+    text = out.getvalue()
+    assert "k=v" in text and "linux.sched" not in text
+    assert "⚙ on-CPU 11.000 ms, off-CPU 38.000 ms (runnable 1.000 ms, sleeping 37.000 ms)" in text
+    assert "switches 1+0, 1 syscalls 40.000 ms: futex 1 40.000 ms" in text
+    assert "◦ " in text and "off-CPU 38.000 ms sleeping in futex, woken by 77" in text
+    assert "\x1b" not in text and "\\x1b[2Jx ? 0.0 µs" in text
