@@ -4,7 +4,10 @@
 """The whole path on one host: examples/app.py writes spans and logs as user_events, and
 ``otel-userevents record`` reads them back and prints them as trace trees and log lines.
 
-Run as root on a kernel with user_events (or in the test bed: see README.rst).
+Run as root on a kernel with user_events (or in the test bed: see README.rst). With
+``--kernel``, the reader records every prefix (``--prefix '*'``: the app announces itself,
+so its process is watched before its first span) with ``--kernel sched,syscalls``, and each
+span shows what the kernel did for its thread.
 """
 
 import os
@@ -18,11 +21,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def main() -> int:
+    kernel = ["--prefix", "*", "--kernel", "sched,syscalls"] if "--kernel" in sys.argv else []
     with tempfile.TemporaryDirectory() as scratch:
         ready = os.path.join(scratch, "ready")
         reader = subprocess.Popen(
             [sys.executable, "-m", "opentelemetry_exporter_userevents.reader.cli", "record",
-             "--format", "tree", "--ready-file", ready],
+             "--format", "tree", "--ready-file", ready, *kernel],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         while not os.path.exists(ready) and reader.poll() is None:
