@@ -142,6 +142,7 @@ def in_guest(
         time.sleep(1)
     caught_up = time.monotonic() - started
     hwm = {pid: status(pid, "VmHWM") for pid in family(reader.pid)}
+    buffers = _buffer_stats(ready.read_text().strip())
     reader.send_signal(signal.SIGINT)
     reader.wait(timeout=600)
     tail.join(timeout=30)
@@ -164,7 +165,27 @@ def in_guest(
         "rss_sum_peak_kib": rss_peak,
         "samples": samples[:: max(1, len(samples) // 60)],
         "summary": summary,
+        "buffers": buffers,
     }
+
+
+def _buffer_stats(instance: str) -> dict[str, Any]:
+    """The reader's ring buffer as the kernel sees it: its size, and each CPU's counts
+    (``overrun``: events lost there)."""
+    base = Path("/sys/kernel/tracing/instances") / instance
+    found: dict[str, Any] = {}
+    for name in ("buffer_size_kb", "buffer_total_size_kb"):
+        try:
+            found[name] = (base / name).read_text().strip()
+        except OSError:
+            pass
+    for cpu in sorted(base.glob("per_cpu/cpu*")):
+        try:
+            lines = (cpu / "stats").read_text().splitlines()
+        except OSError:
+            continue
+        found[cpu.name] = dict(line.split(": ", 1) for line in lines if ": " in line)
+    return found
 
 
 def _resources(wrote: list[dict[str, Any]]) -> int:
