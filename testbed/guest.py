@@ -131,7 +131,10 @@ def run(
             "-virtfs",
             f"local,path={share},mount_tag=testbed,security_model=none,multidevs=remap",
             "-append",
-            "console=ttyS0 quiet panic=-1 root=root rootfstype=9p "
+            # tsc=reliable: the guest's only clocksource is the TSC, and on a busy host its
+            # watchdog could mark it unstable and fall back to jiffies (4 ms steps: seen once,
+            # in the kernel view's test). qemu's TCG TSC follows the host's clock.
+            "console=ttyS0 quiet panic=-1 tsc=reliable root=root rootfstype=9p "
             f"rootflags=trans=virtio,version=9p2000.L,msize=262144 ro init={init}",
         ]  # fmt: skip
         lines: list[str] = []

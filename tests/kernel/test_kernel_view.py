@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import struct
 import subprocess
 import sys
 import time
@@ -34,6 +35,11 @@ pytestmark = pytest.mark.kernel
 READS = 100
 SLACK_NS = 500_000
 """Clock mapping and the reads' own edges (the emulated guest's clock reads take ~50 µs)."""
+SLACK_SHARE = 50
+"""And 1/50 of the span: in the emulated guest, with the host busy, the scheduler's own
+accounting (thread CPU clock, ``schedstat``) and the trace clock's switch times were seen to
+split a 205 ms sleep differently by 2.2 ms (on-CPU 8.6 ms by the switches, 2.3 ms by the CPU
+clock plus at most 4.2 ms outside the app's reads)."""
 
 
 def _switch_bound(gap_ns: int) -> int:
@@ -80,6 +86,10 @@ def test_each_span_shows_what_the_kernel_did_for_its_thread(tmp_path, syscall_co
     err = proc.stop(reader)
     assert "16 of 16 clock checks within" in err, err
 
+    clocksource = Path("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+    why = subprocess.run(["dmesg"], capture_output=True, text=True).stdout.splitlines()
+    why = [line for line in why if "tsc" in line.lower() or "clocksource" in line]
+    assert "jiffies" not in clocksource.read_text(), ("the clock ticks in jiffies", why)
     spans = {}
     for request in proc.requests(output)[0]:
         for resource in request["resourceSpans"]:
@@ -97,12 +107,13 @@ def test_each_span_shows_what_the_kernel_did_for_its_thread(tmp_path, syscall_co
         assert got["linux.kernel.view"] == "whole", where
         assert got["thread.id"] == want["tid"], where
         duration = int(spans[name]["endTimeUnixNano"]) - int(spans[name]["startTimeUnixNano"])
+        slack = SLACK_NS + duration // SLACK_SHARE
         assert got["linux.sched.on_cpu_ns"] + got["linux.sched.off_cpu_ns"] == duration, where
-        assert want["cpu_ns"] - SLACK_NS <= got["linux.sched.on_cpu_ns"], where
-        assert got["linux.sched.on_cpu_ns"] <= want["cpu_ns"] + gap + SLACK_NS, where
+        assert want["cpu_ns"] - slack <= got["linux.sched.on_cpu_ns"], where
+        assert got["linux.sched.on_cpu_ns"] <= want["cpu_ns"] + gap + slack, where
         runnable = got["linux.sched.runnable_ns"]
-        assert want["run_delay_ns"] - SLACK_NS <= runnable, where
-        assert runnable <= want["run_delay_ns"] + gap + SLACK_NS, where
+        assert want["run_delay_ns"] - slack <= runnable, where
+        assert runnable <= want["run_delay_ns"] + gap + slack, where
         for kind in ("voluntary", "involuntary"):
             switches = got[f"linux.sched.switches.{kind}"]
             assert want[kind] <= switches <= want[kind] + _switch_bound(gap), where
@@ -110,7 +121,7 @@ def test_each_span_shows_what_the_kernel_did_for_its_thread(tmp_path, syscall_co
         # accounting leaves it: the window less its CPU time and its run-queue wait.
         asleep = got["linux.sched.sleeping_ns"] + got["linux.sched.blocked_ns"]
         window_asleep = want["window_ns"] - want["cpu_ns"] - want["run_delay_ns"]
-        assert window_asleep - 2 * SLACK_NS <= asleep <= window_asleep + gap + 2 * SLACK_NS, where
+        assert window_asleep - 2 * slack <= asleep <= window_asleep + gap + 2 * slack, where
 
     def waits(name: str) -> list[dict[str, Any]]:
         return [_attributes(e["attributes"]) for e in spans[name].get("events", [])
@@ -150,3 +161,23 @@ def _span_count(output: Path) -> int:
     if not output.exists():
         return 0
     return len(flatten(proc.requests(output)[0], "spans"))
+
+
+def test_set_event_pid_hides_user_events_of_unlisted_processes_too(data, event_name, attach):
+    """Why the kernel view has an instance of its own: in the reader's instance, a pid list
+    would hide a new service's records until it is listed. And why the list is written
+    without a seek: Python's append mode seeks to the end, which tracefs refuses."""
+    registration = data.register(f"{event_name} u32 n")
+    attach(registration)
+    pids = Path(attach.tracefs.path) / "instances" / attach.instance / "set_event_pid"
+    with pytest.raises(OSError):
+        with open(pids, "a") as f:
+            f.write("1")
+    attach.tracefs.add_event_pids(attach.instance, [1])  # init only: not this process
+    assert pids.read_text().split() == ["1"]
+    registration.write(struct.pack("<I", 1))
+    attach.tracefs.add_event_pids(attach.instance, [os.getpid()])  # added, not replaced
+    assert sorted(pids.read_text().split(), key=int) == ["1", str(os.getpid())]
+    registration.write(struct.pack("<I", 2))
+    assert [line.split("n=")[1] for line in attach.lines(registration)] == ["0x2 (2)"]
+    os.close(os.open(pids, os.O_WRONLY | os.O_TRUNC))
