@@ -22,8 +22,16 @@ from opentelemetry_exporter_userevents.abi.format import parse_format
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
 from opentelemetry_exporter_userevents.reader.checked_records import CheckedSpan
 from opentelemetry_exporter_userevents.reader.cli import main
-from opentelemetry_exporter_userevents.reader.kernel_events import KernelEvents, parse_groups
-from opentelemetry_exporter_userevents.reader.kernel_view import OFF_CPU_EVENT, KernelView
+from opentelemetry_exporter_userevents.reader.kernel_events import (
+    ClockCheck,
+    KernelEvents,
+    parse_groups,
+)
+from opentelemetry_exporter_userevents.reader.kernel_view import (
+    OFF_CPU_EVENT,
+    KernelView,
+    kernel_clock_line,
+)
 from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.reader.tree_view import TreeView
 
@@ -187,3 +195,15 @@ def test_the_tree_view_shows_the_kernel_view_at_a_glance_and_escapes_what_apps_s
     assert "switches 1+0, 1 syscalls 40.000 ms: futex 1 40.000 ms" in text
     assert "◦ " in text and "off-CPU 38.000 ms sleeping in futex, woken by 77" in text
     assert "\x1b" not in text and "\\x1b[2Jx ? 0.0 µs" in text
+
+
+def test_the_clock_line_says_a_coarse_clocksource():
+    events = _events()
+    events.clock = ClockCheck(0, 16, 16, 0, 600_000, "refined-jiffies")
+    line = kernel_clock_line(events)
+    assert "16 of 16 clock checks within their 600.0 µs windows" in line
+    assert "clocksource refined-jiffies (coarse" in line
+    events.clock = ClockCheck(37_000_000_000, 16, 15, 2_000, 600_000, "tsc")
+    line = kernel_clock_line(events)
+    assert "37 s from CLOCK_REALTIME" in line and "the worst 2.0 µs outside" in line
+    assert "coarse" not in line

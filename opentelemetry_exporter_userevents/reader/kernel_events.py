@@ -62,6 +62,7 @@ MAX_LOSS_TIMES = 4096
 _PAGES_PER_READ = 1024
 _BUFFER_KB = 4096
 _MARK = "otel-userevents clock "
+CLOCKSOURCE = "/sys/devices/system/clocksource/clocksource0/current_clocksource"
 
 
 class KernelEventsError(Exception):
@@ -81,6 +82,9 @@ class ClockCheck:
     """The farthest a marker fell outside its window (0 when all fell inside)."""
     widest_window_ns: int = 0
     """The widest window: the resolution of the check."""
+    clocksource: str | None = None
+    """The kernel's clocksource (``jiffies`` or ``refined-jiffies``: every time is rounded
+    to a tick, and the figures with it)."""
 
 
 @dataclass
@@ -214,7 +218,7 @@ class KernelEvents:
         tai = time.clock_gettime_ns(time.CLOCK_TAI)
         real = time.clock_gettime_ns(time.CLOCK_REALTIME)
         seconds = round((tai - real) / 1e9)
-        check = ClockCheck(seconds * 1_000_000_000)
+        check = ClockCheck(seconds * 1_000_000_000, clocksource=_clocksource())
         self._offset = check.offset_ns
         windows: dict[int, tuple[int, int]] = {}
         fd = os.open(self.tracefs.trace_marker(self.tracefs_instance.name), os.O_WRONLY)
@@ -396,6 +400,14 @@ def _decoder(kind: str, fmt: EventFormat, *names: str) -> _Decoder:
     fields = [_field_reader(fmt, name) for name in names]
     needs = max(offset + s.size for offset, s in fields)
     return _Decoder(kind, fields, needs=needs)
+
+
+def _clocksource() -> str | None:
+    try:
+        with open(CLOCKSOURCE, encoding="ascii", errors="replace") as f:
+            return f.read(64).strip() or None
+    except OSError:
+        return None
 
 
 def _tgid(tid: int) -> int | None:

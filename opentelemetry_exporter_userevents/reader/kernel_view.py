@@ -52,6 +52,7 @@ from opentelemetry_exporter_userevents.abi.sched import (
 from opentelemetry_exporter_userevents.reader.checked_records import CheckedEvent, CheckedSpan
 from opentelemetry_exporter_userevents.reader.kernel_events import KernelEvents
 from opentelemetry_exporter_userevents.reader.kernel_timeline import ThreadSummary
+from opentelemetry_exporter_userevents.reader.terminal_text import printable
 
 TOP_SYSCALLS = 5
 MAX_WAIT_EVENTS = 32
@@ -217,6 +218,10 @@ def kernel_clock_line(events: KernelEvents) -> str:
     )
     if check.worst_outside_ns:
         line += f", the worst {check.worst_outside_ns / 1000:.1f} µs outside"
+    if check.clocksource is not None:
+        line += f"; clocksource {printable(check.clocksource)}"
+        if "jiffies" in check.clocksource:
+            line += " (coarse: every time is rounded to a tick, and each figure with it)"
     return line
 
 
