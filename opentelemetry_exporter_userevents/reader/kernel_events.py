@@ -280,12 +280,12 @@ class KernelEvents:
             return
         try:
             self.tracefs.add_event_pids(self.tracefs_instance.name, new)
-        except OSError:
-            self.stats.processes_not_watched += 1  # a thread exited meanwhile: EINVAL
+        except OSError:  # a thread exited meanwhile (EINVAL): the others, once more
             new = [t for t in new if os.path.exists(f"/proc/{t}")]
             try:
                 self.tracefs.add_event_pids(self.tracefs_instance.name, new)
             except OSError:
+                self.stats.processes_not_watched += 1
                 return
         since = time.time_ns()
         for tid in new:
