@@ -166,6 +166,7 @@ def in_guest(
         "samples": samples[:: max(1, len(samples) // 60)],
         "summary": summary,
         "buffers": buffers,
+        "guest_cpus": len(cpus),
     }
 
 
@@ -211,6 +212,10 @@ def _lost(lines: list[str]) -> int:
 
 
 def report(result: dict[str, Any], machine: str) -> str:
+    buffers = [k for k in result.get("buffers", {}) if k.startswith("cpu")]
+    cpus = result.get("guest_cpus") or len(buffers)
+    if cpus:  # qemu is given two vCPUs; the guest's kernel may use one (one ring buffer)
+        machine += f"{', ' if machine else ''}{cpus} CPU{'s' if cpus > 1 else ''} in the guest"
     hwm = result["hwm_sum_kib"] / 1024
     left = result["written"] - result["rebuilt"] - result["lost"]
     verdict = "met" if hwm < GOAL_MIB else f"missed by {hwm - GOAL_MIB:.0f} MiB"
@@ -239,7 +244,7 @@ def main() -> int:
     parser.add_argument("--spans", type=int, default=1_000_000)
     parser.add_argument("--writers", type=int, default=2)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--buffer-size-kb", type=int, default=327680, help="per CPU")
+    parser.add_argument("--buffer-size-kb", type=int, default=524288, help="per CPU")
     parser.add_argument("--memory-mb", type=int, default=4096, help="the guest's")
     parser.add_argument(
         "--deadline", type=float, default=900, help="seconds the reader gets, in the guest"
@@ -278,7 +283,7 @@ def main() -> int:
     result = kept["result"]
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
-    print(report(result, f"qemu TCG guest, 2 vCPUs, {args.memory_mb} MiB, {Path(kernel).name}"))
+    print(report(result, f"qemu TCG guest, {args.memory_mb} MiB, {Path(kernel).name}"))
     return 0
 
 

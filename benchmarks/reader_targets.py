@@ -99,7 +99,7 @@ def report(results: dict[str, Any]) -> str:
     ]
     memory = results.get("memory")
     if memory:
-        lines += ["", reader_memory.report(memory, "qemu TCG guest, 2 vCPUs")]
+        lines += ["", reader_memory.report(memory, "qemu TCG guest")]
     lines += ["", "targets:", *(f"  {line}" for line in targets(results))]
     return "\n".join(lines)
 
