@@ -191,12 +191,12 @@ def plot(results: dict[str, Any], path: str) -> bool:
         ax.axhline(reader_memory.GOAL_MIB, color="#c44e52", linestyle="--", linewidth=0.8)
         ax.set_ylim(0, reader_memory.GOAL_MIB * 1.2)
         ax.set_title(
-            f"record through a {memory['spans']:,}-span burst, MiB\n"
+            f"record through a {memory['spans']:,}-span burst (test bed), peak MiB\n"
             f"rebuilt {memory['rebuilt']:,}, lost {memory['lost']:,} (goal < 200 MiB)"
         )
     else:
         ax.set_axis_off()
-    figure.suptitle("otel-userevents reader, end to end (issue 24 targets, one run)")
+    figure.suptitle("otel-userevents reader, end to end (issue 24 targets; host 2 vCPUs, shared)")
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return True
