@@ -37,6 +37,7 @@ from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Tracer
+from opentelemetry.util.types import AttributeValue
 
 from opentelemetry_exporter_userevents import (
     UserEventsLogExporter,
@@ -89,7 +90,7 @@ def metric_instruments(meter: Meter) -> Callable[[int], None]:
     counter = meter.create_counter("http.server.requests", unit="{request}")
     histogram = meter.create_histogram("http.server.request.duration", unit="s")
     gauge = meter.create_gauge("cart.items", unit="{item}")
-    sets = [
+    sets: list[dict[str, AttributeValue]] = [
         {"http.request.method": "GET", "http.route": "/cart/{id}",
          "http.response.status_code": 200, "shard": shard}
         for shard in range(ATTRIBUTE_SETS)
@@ -154,7 +155,7 @@ def capture(share: Path, count: int, prefix: str = "bench") -> None:
         metric_reader.collect()
         return points_per_collection
 
-    exporters = {"span": spans, "log": logs, "metric": metrics}
+    exporters: dict[str, Any] = {"span": spans, "log": logs, "metric": metrics}
     result: dict[str, Any] = {"pages": {}, "cpus": {}, "lost": 0, "written": 0, "perf": {}}
     formats: dict[str, str] = {}
     for kind in KINDS:

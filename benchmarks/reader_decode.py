@@ -193,13 +193,13 @@ def _measure_kind(
                 files[name] = Path(directory) / name
                 with open(files[name], "w", encoding="utf-8") as out:
                     started = clock()
-                    rebuilder, output = _with_workers(pool, pages, out)
+                    pooled, pooled_output = _with_workers(pool, pages, out)
                     out.flush()
                     os.fsync(out.fileno())
                     elapsed = clock() - started
                 best[name] = min(elapsed, best.get(name, float("inf")))
-                assert getattr(rebuilder.stats, STAT[kind]) == count, f"every {kind} rebuilt"
-                assert output.failed == 0 and rebuilder.stats.without_resource == 0
+                assert getattr(pooled.stats, STAT[kind]) == count, f"every {kind} rebuilt"
+                assert pooled_output.failed == 0 and pooled.stats.without_resource == 0
         direct, sdk = (files[n].read_text().splitlines() for n in ("direct", "sdk"))
         assert direct == sdk, "the two paths write the same OTLP/JSON"
         for workers in pools or {}:

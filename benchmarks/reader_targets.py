@@ -29,6 +29,7 @@ import os
 import platform
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -140,7 +141,7 @@ def plot(results: dict[str, Any], path: str) -> bool:
     kinds = [k for k in WHAT if k in results["decode"]]
     figure, axes = plt.subplots(1, 3, figsize=(16, 5.5), constrained_layout=True)
     ax = axes[0]
-    bars = [
+    bars: list[tuple[str, Callable[[str], float], str]] = [
         ("OTLP/JSON, now", lambda k: results["decode"][k]["direct_per_s"], "#4c72b0"),
         ("OTLP/JSON, 2 workers", lambda k: results["decode"][k]["workers_2_per_s"], "#55a868"),
         ("OTLP/JSON, before", lambda k: results["decode"][k]["sdk_per_s"], "#c44e52"),
