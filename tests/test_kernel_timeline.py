@@ -160,3 +160,16 @@ def test_any_event_sequence_sums_to_the_interval(events, start, length):
     assert sum(parts) == length
     assert all(0 <= w.runnable <= w.duration <= length for w in summary.waits)
     assert all(count >= 1 and 0 <= ns <= length for count, ns in summary.syscalls.values())
+
+
+def test_a_span_that_claims_a_huge_interval_costs_a_bounded_scan(monkeypatch):
+    monkeypatch.setattr("opentelemetry_exporter_userevents.reader.kernel_timeline.MAX_SCAN", 10)
+    timeline = KernelTimeline()
+    timeline.watch(T, 0)
+    for n in range(1, 50):
+        timeline.switch(n * 2 * MS, T, 0x1, OTHER_TID)
+        timeline.switch(n * 2 * MS + MS, OTHER_TID, 0x1, T)
+    summary = timeline.summary(T, 0, 10**15, 0)
+    assert summary is not None and summary.partial
+    assert summary.voluntary <= 6
+    assert summary.on_cpu + summary.unknown + sum(summary.off_cpu.values()) == 10**15

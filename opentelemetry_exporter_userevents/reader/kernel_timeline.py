@@ -35,6 +35,8 @@ from opentelemetry_exporter_userevents.abi.sched import (
 MAX_THREADS = 4096
 MAX_EVENTS = 2_000_000
 """Transitions and syscalls kept, all threads together (about 25 bytes each)."""
+MAX_SCAN = 100_000
+"""Events of one thread summed for one interval at most."""
 _UNKNOWN = -1
 _WOKEN = 5
 """The code of a wake-up (the thread becomes RUNNABLE) in a thread's ``states``."""
@@ -228,8 +230,18 @@ class KernelTimeline:
         if thread is None or end < start:
             return None
         result = ThreadSummary()
-        self._sum_states(thread, start, end, wait_threshold, result)
-        self._sum_syscalls(thread, start, end, result)
+        # A span may claim any interval: at most MAX_SCAN events of each kind are summed,
+        # and the rest of the interval is unknown (so one record costs the reader little).
+        last = end
+        first = bisect_right(thread.times, start)
+        if len(thread.times) - first > MAX_SCAN and thread.times[first + MAX_SCAN] < last:
+            last = thread.times[first + MAX_SCAN]
+        first = bisect_left(thread.sys_enter, start)
+        if len(thread.sys_enter) - first > MAX_SCAN and thread.sys_enter[first + MAX_SCAN] < last:
+            last = thread.sys_enter[first + MAX_SCAN]
+        self._sum_states(thread, start, last, wait_threshold, result)
+        self._sum_syscalls(thread, start, last, result)
+        result.unknown += end - last
         result.partial = start < thread.watched_from or result.unknown > 0
         return result
 
