@@ -230,6 +230,20 @@ def test_a_second_ctrl_c_keeps_the_spools_without_writing(tmp_path, writes):
     assert _pages_of(_remade(err, path)) == _in_cpu_order(PAGES)
 
 
+def test_one_ctrl_c_while_stopping_for_an_error_is_not_a_second_one(tmp_path, writes):
+    """The error stops the loop and the signal handlers go back; a Ctrl-C then (the first)
+    interrupts the unwinding: the error is why it stopped, and the capture is written."""
+    path = tmp_path / "capture.dat"
+    interrupt = KeyboardInterrupt()
+    interrupt.__context__ = OSError(errno.ENOSPC, "No space left on device", "spool")
+    reader = FakeReader(tmp_path, fail=interrupt)
+    code, err = _run(reader, path, writes)
+
+    assert code == 1
+    assert err.startswith("otel-userevents: capture stopped: spool: No space left on device; ")
+    assert _pages_of(path.read_bytes()) == _in_cpu_order(PAGES)
+
+
 def test_a_reader_that_cannot_start_leaves_nothing(tmp_path, writes):
     reader = FakeReader(tmp_path)
 

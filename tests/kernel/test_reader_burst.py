@@ -13,7 +13,9 @@ assertion here.)"""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -55,12 +57,17 @@ def _settled(output, quiet: float = 3.0, timeout: float = 300.0) -> bool:
 def test_a_burst_is_recorded_exactly_or_counted_lost(tracefs, prefix, tmp_path, buffer_kb):
     size = ["--buffer-size-kb", str(buffer_kb)] if buffer_kb else []
     reader, output = proc.reader(tmp_path, "--prefix", prefix, *size)
+    if buffer_kb == 16:  # the burst must overflow 16 KiB, however fast the reader is
+        os.kill(reader.pid, signal.SIGSTOP)
     writers = [_writer(prefix) for _ in range(2)]
     results = []
-    for writer in writers:
-        out, err = writer.communicate(timeout=600)
-        assert writer.returncode == 0, err
-        results.append(json.loads(out))
+    try:
+        for writer in writers:
+            out, err = writer.communicate(timeout=600)
+            assert writer.returncode == 0, err
+            results.append(json.loads(out))
+    finally:
+        os.kill(reader.pid, signal.SIGCONT)
     assert _settled(output)
     err = proc.stop(reader)
 

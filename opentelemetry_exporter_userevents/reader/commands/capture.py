@@ -87,6 +87,10 @@ def capture(args: argparse.Namespace, reader: TraceReader, tracefs: Tracefs, err
                 writer.add_page(cpu, page)
     except BaseException as error:  # acted on below, once the reader is closed
         failure = error
+        if isinstance(error, KeyboardInterrupt) and isinstance(error.__context__, OSError):
+            # One Ctrl-C that came while it was already stopping for that error (the
+            # handlers were just restored): the error is why it stopped, not a second one.
+            failure = error.__context__
     reader.close()
     if reader.cleanup_error:
         err.write(f"otel-userevents: {printable(reader.cleanup_error)}\n")
