@@ -25,6 +25,7 @@ from opentelemetry_exporter_userevents.reader.cli import main
 from opentelemetry_exporter_userevents.reader.kernel_events import (
     ClockCheck,
     KernelEvents,
+    KernelEventsError,
     parse_groups,
 )
 from opentelemetry_exporter_userevents.reader.kernel_view import (
@@ -207,3 +208,19 @@ def test_the_clock_line_says_a_coarse_clocksource():
     line = kernel_clock_line(events)
     assert "37 s from CLOCK_REALTIME" in line and "the worst 2.0 µs outside" in line
     assert "coarse" not in line
+
+
+def test_a_kernel_without_the_events_gets_a_clear_error(tmp_path):
+    class NoSched(_Formats):
+        def read_format(self, system: str, name: str) -> Any:
+            raise FileNotFoundError(2, "No such file or directory", f"events/{system}/{name}")
+
+    events = KernelEvents(NoSched(), PageLayout())  # type: ignore[arg-type]
+    events.tracefs_instance.create = lambda: None  # type: ignore[method-assign]
+    events.tracefs.trace_clocks = lambda name: ["local", "tai"]  # type: ignore[attr-defined]
+    events.tracefs.set_trace_clock = lambda name, clock: None  # type: ignore[attr-defined]
+    events.tracefs.set_buffer_size_kb = lambda name, kb: None  # type: ignore[attr-defined]
+    events.tracefs.set_option = lambda name, option, on: None  # type: ignore[attr-defined]
+    events.tracefs.cpus = lambda name: []  # type: ignore[attr-defined]
+    with pytest.raises(KernelEventsError, match="cannot trace the kernel's events: .*sched"):
+        events.start()

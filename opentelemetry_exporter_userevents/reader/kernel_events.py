@@ -46,7 +46,7 @@ from opentelemetry_exporter_userevents.abi.sched import (
     SYS_EXIT,
     SYSCALLS_SYSTEM,
 )
-from opentelemetry_exporter_userevents.abi.tracefs import Tracefs
+from opentelemetry_exporter_userevents.abi.tracefs import Tracefs, TracefsError
 from opentelemetry_exporter_userevents.reader.kernel_timeline import KernelTimeline
 from opentelemetry_exporter_userevents.reader.tracefs_instance import TracefsInstance
 
@@ -65,8 +65,8 @@ _MARK = "otel-userevents clock "
 CLOCKSOURCE = "/sys/devices/system/clocksource/clocksource0/current_clocksource"
 
 
-class KernelEventsError(Exception):
-    """The kernel view cannot run here; the message says why."""
+class KernelEventsError(TracefsError):
+    """The kernel view cannot run here; the message says why (the CLI prints it)."""
 
 
 @dataclass
@@ -170,7 +170,7 @@ class KernelEvents:
                 self._cpus.append(_Cpu(cpu, os.open(path, os.O_RDONLY | os.O_NONBLOCK)))
             self._learn_formats()
             self.clock = self._check_clock()
-        except OSError as error:
+        except (OSError, ValueError, KeyError) as error:  # no such event, or another format
             raise KernelEventsError(f"cannot trace the kernel's events: {error}") from error
 
     def close(self) -> None:
