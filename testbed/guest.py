@@ -66,6 +66,30 @@ class GuestRun:
         return text if end < 0 else text[:end]
 
 
+def _clock_options() -> str:
+    """The guest's only clocksource is the TSC (no ACPI, no HPET). Calibrating it against
+    the PIT under emulation fails when the host is busy ("tsc: Unable to calibrate against
+    PIT", seen in CI), and the guest then keeps time in jiffies (4 ms steps). qemu's TCG TSC
+    is the host's, so its rate is given (``tsc_early_khz``: no calibration) when this host
+    is a VM, whose ``cpu MHz`` is its TSC rate; ``tsc=reliable`` keeps the watchdog off."""
+    options = "tsc=reliable"
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            text = f.read(1 << 16)
+    except OSError:
+        return options
+    flags = next((line for line in text.splitlines() if line.startswith("flags")), "")
+    mhz = next((line for line in text.splitlines() if line.startswith("cpu MHz")), "")
+    if " hypervisor" in flags and " constant_tsc" in flags and ":" in mhz:
+        try:
+            khz = round(float(mhz.split(":", 1)[1]) * 1000)
+        except ValueError:
+            return options
+        if khz > 0:
+            options += f" tsc_early_khz={khz}"
+    return options
+
+
 def find_qemu() -> str | None:
     return shutil.which("qemu-system-x86_64")
 
@@ -131,10 +155,7 @@ def run(
             "-virtfs",
             f"local,path={share},mount_tag=testbed,security_model=none,multidevs=remap",
             "-append",
-            # tsc=reliable: the guest's only clocksource is the TSC, and on a busy host its
-            # watchdog could mark it unstable and fall back to jiffies (4 ms steps: seen once,
-            # in the kernel view's test). qemu's TCG TSC follows the host's clock.
-            "console=ttyS0 quiet panic=-1 tsc=reliable root=root rootfstype=9p "
+            "console=ttyS0 quiet panic=-1 " + _clock_options() + " root=root rootfstype=9p "
             f"rootflags=trans=virtio,version=9p2000.L,msize=262144 ro init={init}",
         ]  # fmt: skip
         lines: list[str] = []
