@@ -48,6 +48,10 @@ from opentelemetry_exporter_userevents.abi.sched import (
 )
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs, TracefsError
 from opentelemetry_exporter_userevents.reader.kernel_timeline import KernelTimeline
+from opentelemetry_exporter_userevents.reader.process_view import (
+    STATUS_LIMIT,
+    thread_group_of_status,
+)
 from opentelemetry_exporter_userevents.reader.tracefs_instance import TracefsInstance
 
 KERNEL_INSTANCE_PREFIX = "otel-userevents-kernel."
@@ -413,15 +417,11 @@ def _clocksource() -> str | None:
 def _tgid(tid: int) -> int | None:
     """The process of a thread, from ``/proc/<tid>/status``; None if it is gone."""
     try:
-        with open(f"/proc/{tid}/status", "rb") as f:
-            head = f.read(2048)
+        with open(f"/proc/{tid}/status", encoding="ascii", errors="replace") as f:
+            group = thread_group_of_status(f.read(STATUS_LIMIT))
     except OSError:
         return None
-    for line in head.split(b"\n"):
-        if line.startswith(b"Tgid:"):
-            value = line[5:].strip()
-            return int(value) if value.isdigit() else None
-    return None
+    return group.tgid if group is not None else None
 
 
 def _threads(tgid: int) -> list[int]:
