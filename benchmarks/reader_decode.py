@@ -45,13 +45,13 @@ from benchmarks.reader_capture import (  # noqa: E402
     run_capture,
 )
 from opentelemetry_exporter_userevents.abi import parse_format  # noqa: E402
-from opentelemetry_exporter_userevents.reader.decoder import RecordDecoder  # noqa: E402
-from opentelemetry_exporter_userevents.reader.outputs import (  # noqa: E402
+from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder  # noqa: E402
+from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder  # noqa: E402
+from opentelemetry_exporter_userevents.reader.outputs.output import (  # noqa: E402
     OtlpJsonOutput,
     Output,
     TreeOutput,
 )
-from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder  # noqa: E402
 from opentelemetry_exporter_userevents.reader.workers import (  # noqa: E402
     PrecheckedOtlpJsonOutput,
     WorkerPool,

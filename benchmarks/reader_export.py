@@ -16,8 +16,8 @@ process pinned to the other core, that reads each body and answers 200 with an e
 response), read after read as ``record`` runs (100 pages a read, about 1,000 spans: one
 request per read and signal), both ways side by side in each round:
 
-- ``direct``: checked records to request bytes (``reader/otlp_proto_direct.py``) posted by
-  the OTLP/HTTP exporter's own client (``reader/otlp_http_output.py``): the reader now;
+- ``direct``: checked records to request bytes (``reader/outputs/otlp_proto_direct.py``) posted by
+  the OTLP/HTTP exporter's own client (``reader/outputs/otlp_http_output.py``): the reader now;
 - ``sdk``: SDK objects handed to ``OTLPSpanExporter``/``OTLPLogExporter.export`` (the OTLP
   encoder, protobuf, the same client): the reader before.
 
@@ -58,9 +58,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
 from benchmarks.reader_capture import STAT, WHAT, of_kind, run_capture  # noqa: E402
 from benchmarks.reader_decode import replay  # noqa: E402
 from opentelemetry_exporter_userevents.abi import parse_format  # noqa: E402
-from opentelemetry_exporter_userevents.reader.decoder import RecordDecoder  # noqa: E402
-from opentelemetry_exporter_userevents.reader.outputs import ExporterOutput  # noqa: E402
-from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder  # noqa: E402
+from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder  # noqa: E402
+from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder  # noqa: E402
+from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutput  # noqa: E402
 
 PATHS = {
     "direct": "request bytes straight from checked records, the exporter's client (the reader now)",

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from opentelemetry_exporter_userevents._export import announce as writer_side
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
-from opentelemetry_exporter_userevents.reader.announcements import (
+from opentelemetry_exporter_userevents.reader.live.announcements import (
     MAX_PREFIXES,
     AnnouncementListener,
 )

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from opentelemetry_exporter_userevents._export.log_encoder import encode_log
 from opentelemetry_exporter_userevents._export.span_encoder import encode_span
 from opentelemetry_exporter_userevents.abi.ring_buffer import FTRACE_MAX_PAYLOAD
-from opentelemetry_exporter_userevents.reader import cli, otlp_json
+from opentelemetry_exporter_userevents.reader import cli
 from opentelemetry_exporter_userevents.reader.capture import (
     CaptureError,
     TraceDatWriter,
@@ -36,6 +36,7 @@ from opentelemetry_exporter_userevents.reader.capture.tracing_data import (
     read_tracing_data,
     write_tracing_data,
 )
+from opentelemetry_exporter_userevents.reader.outputs import otlp_json
 from opentelemetry_exporter_userevents.record import anyvalue, schema
 from opentelemetry_exporter_userevents.record.resource_id import hash_resource
 from tests.support.captures import (

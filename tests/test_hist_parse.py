@@ -16,15 +16,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from opentelemetry_exporter_userevents.abi.tracefs import _last_error
-from opentelemetry_exporter_userevents.reader.hist import (
+from opentelemetry_exporter_userevents.reader.hist.collector import TRIGGERS
+from opentelemetry_exporter_userevents.reader.hist.hist_file import (
     _ROW_END,
     HistEntry,
     Histogram,
     Totals,
     parse_hist,
 )
-from opentelemetry_exporter_userevents.reader.hist_collector import TRIGGERS
-from opentelemetry_exporter_userevents.reader.hist_view import render
+from opentelemetry_exporter_userevents.reader.hist.view import render
 from opentelemetry_exporter_userevents.record.tracepoints import LOG_KIND, SPAN_KIND
 from tests.support.hist_tables import format_hist, merge
 

@@ -19,10 +19,10 @@ from opentelemetry_exporter_userevents._export.log_encoder import encode_log
 from opentelemetry_exporter_userevents._export.resource import ResourceAnnouncer
 from opentelemetry_exporter_userevents._export.span_encoder import encode_span
 from opentelemetry_exporter_userevents.abi.ring_buffer import FTRACE_MAX_PAYLOAD
-from opentelemetry_exporter_userevents.reader import otlp_json
-from opentelemetry_exporter_userevents.reader.decoder import TraceRecord
-from opentelemetry_exporter_userevents.reader.outputs import OtlpJsonOutput, TreeOutput
-from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.decode.decoder import TraceRecord
+from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.outputs import otlp_json
+from opentelemetry_exporter_userevents.reader.outputs.output import OtlpJsonOutput, TreeOutput
 from opentelemetry_exporter_userevents.record import schema
 from opentelemetry_exporter_userevents.record.tracepoints import (
     commands,

@@ -17,7 +17,7 @@ from opentelemetry_exporter_userevents.abi.sched import (
     is_voluntary,
     switched_out_state,
 )
-from opentelemetry_exporter_userevents.reader.kernel_timeline import KernelTimeline
+from opentelemetry_exporter_userevents.reader.views.kernel_timeline import KernelTimeline
 
 T = 42
 OTHER_TID = 7
@@ -163,7 +163,9 @@ def test_any_event_sequence_sums_to_the_interval(events, start, length):
 
 
 def test_a_span_that_claims_a_huge_interval_costs_a_bounded_scan(monkeypatch):
-    monkeypatch.setattr("opentelemetry_exporter_userevents.reader.kernel_timeline.MAX_SCAN", 10)
+    monkeypatch.setattr(
+        "opentelemetry_exporter_userevents.reader.views.kernel_timeline.MAX_SCAN", 10
+    )
     timeline = KernelTimeline()
     timeline.watch(T, 0)
     for n in range(1, 50):

@@ -20,21 +20,21 @@ from opentelemetry.sdk.resources import Resource
 
 from opentelemetry_exporter_userevents.abi.format import parse_format
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
-from opentelemetry_exporter_userevents.reader.checked_records import CheckedSpan
 from opentelemetry_exporter_userevents.reader.cli import main
-from opentelemetry_exporter_userevents.reader.kernel_events import (
+from opentelemetry_exporter_userevents.reader.decode.checked_records import CheckedSpan
+from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.outputs.tree_view import TreeView
+from opentelemetry_exporter_userevents.reader.views.kernel_events import (
     ClockCheck,
     KernelEvents,
     KernelEventsError,
     parse_groups,
 )
-from opentelemetry_exporter_userevents.reader.kernel_view import (
+from opentelemetry_exporter_userevents.reader.views.kernel_view import (
     OFF_CPU_EVENT,
     KernelView,
     kernel_clock_line,
 )
-from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
-from opentelemetry_exporter_userevents.reader.tree_view import TreeView
 
 FORMATS = json.loads((Path(__file__).parent / "data" / "kernel_formats_6_12.json").read_text())
 MS = 1_000_000

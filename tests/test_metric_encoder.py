@@ -31,8 +31,8 @@ from opentelemetry_exporter_userevents._export.metric_encoder import (
     exponential_buckets,
     merge_explicit,
 )
-from opentelemetry_exporter_userevents.reader.rebuild_metrics import MetricPoint, rebuild_point
-from opentelemetry_exporter_userevents.reader.validation import RecordChecker
+from opentelemetry_exporter_userevents.reader.decode.validation import RecordChecker
+from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint, rebuild_point
 from opentelemetry_exporter_userevents.record import anyvalue, flags
 from opentelemetry_exporter_userevents.record import metric_values as mv
 from opentelemetry_exporter_userevents.record.schema import METRIC_HISTOGRAM, METRIC_NUMBER

@@ -35,10 +35,10 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry_exporter_userevents import UserEventsMetricExporter, UserEventsMetricReader
 from opentelemetry_exporter_userevents._export.metric_encoder import encode_point
 from opentelemetry_exporter_userevents.metric_exporter import data_points
-from opentelemetry_exporter_userevents.reader import otlp_json
-from opentelemetry_exporter_userevents.reader.decoder import TraceRecord
-from opentelemetry_exporter_userevents.reader.outputs import ExporterOutput, TreeOutput
-from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.decode.decoder import TraceRecord
+from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.outputs import otlp_json
+from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutput, TreeOutput
 from opentelemetry_exporter_userevents.record import anyvalue, tracepoints
 from opentelemetry_exporter_userevents.record import metric_values as mv
 from opentelemetry_exporter_userevents.record.resource_id import hash_resource

@@ -13,9 +13,9 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from opentelemetry_exporter_userevents.reader.decoder import TraceRecord
-from opentelemetry_exporter_userevents.reader.outputs import OtlpJsonOutput, TreeOutput
-from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.decode.decoder import TraceRecord
+from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.outputs.output import OtlpJsonOutput, TreeOutput
 from opentelemetry_exporter_userevents.record import anyvalue, tracepoints
 from opentelemetry_exporter_userevents.record.schema import METRIC_HISTOGRAM, METRIC_NUMBER
 from tests.support.otel_strategies import any_values

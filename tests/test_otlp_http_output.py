@@ -36,9 +36,10 @@ from benchmarks import reader_export  # noqa: E402
 from opentelemetry_exporter_userevents._export.log_encoder import encode_log  # noqa: E402
 from opentelemetry_exporter_userevents._export.span_encoder import encode_span  # noqa: E402
 from opentelemetry_exporter_userevents.abi.ring_buffer import FTRACE_MAX_PAYLOAD  # noqa: E402
-from opentelemetry_exporter_userevents.reader import cli, otlp_http_output, otlp_json  # noqa: E402
-from opentelemetry_exporter_userevents.reader.outputs import ExporterOutput  # noqa: E402
-from opentelemetry_exporter_userevents.reader.rebuild import JoinedRecord, Rebuilder  # noqa: E402
+from opentelemetry_exporter_userevents.reader import cli  # noqa: E402
+from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Rebuilder  # noqa: E402
+from opentelemetry_exporter_userevents.reader.outputs import otlp_http_output, otlp_json
+from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutput  # noqa: E402
 from opentelemetry_exporter_userevents.record import schema  # noqa: E402
 from tests.support.captures import format_text  # noqa: E402
 from tests.support.pages import data_event, page, record  # noqa: E402

@@ -16,16 +16,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.sdk.resources import Resource
 
-from opentelemetry_exporter_userevents.reader import otlp_json, otlp_json_direct
-from opentelemetry_exporter_userevents.reader.checked_records import (
+from opentelemetry_exporter_userevents.reader.decode.checked_records import (
     CheckedEvent,
     CheckedLink,
     CheckedLog,
     CheckedScope,
     CheckedSpan,
 )
-from opentelemetry_exporter_userevents.reader.rebuild import JoinedRecord, Rebuilder
-from opentelemetry_exporter_userevents.reader.sdk_values import sdk_attributes
+from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Rebuilder
+from opentelemetry_exporter_userevents.reader.join.sdk_values import sdk_attributes
+from opentelemetry_exporter_userevents.reader.outputs import otlp_json, otlp_json_direct
 from tests.support.otel_strategies import any_values, texts
 
 U64 = 2**64 - 1

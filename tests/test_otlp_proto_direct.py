@@ -18,15 +18,15 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.resources import Resource
 
-from opentelemetry_exporter_userevents.reader import otlp_proto_direct
-from opentelemetry_exporter_userevents.reader.checked_records import (
+from opentelemetry_exporter_userevents.reader.decode.checked_records import (
     CheckedEvent,
     CheckedLink,
     CheckedLog,
     CheckedScope,
     CheckedSpan,
 )
-from opentelemetry_exporter_userevents.reader.rebuild import JoinedRecord, Rebuilder
+from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Rebuilder
+from opentelemetry_exporter_userevents.reader.outputs import otlp_proto_direct
 from tests.test_otlp_json_direct import _quiet, batches, checked_logs, checked_spans
 
 

@@ -1,7 +1,7 @@
 # Copyright The OpenTelemetry Authors
 # SPDX-License-Identifier: Apache-2.0
 
-"""What the host sees of a writer process (reader/process_view.py): container ids from each
+"""What the host sees of a writer process (reader/views/process_view.py): container ids from each
 runtime's cgroup paths, pids from NStgid, the merge into a record's resource, the per-pid
 views, the reader's own namespaces, and the rebuilder joining each record's view (both
 output paths); a rebuilder without views is unchanged."""
@@ -20,13 +20,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.sdk.resources import Resource
 
-from opentelemetry_exporter_userevents.reader import otlp_json, otlp_json_direct, process_view
 from opentelemetry_exporter_userevents.reader.cli import parser
 from opentelemetry_exporter_userevents.reader.commands import record as record_command
 from opentelemetry_exporter_userevents.reader.commands.common import rebuilt_parts
-from opentelemetry_exporter_userevents.reader.decoder import DecoderStats, TraceRecord
-from opentelemetry_exporter_userevents.reader.outputs import OtlpJsonOutput
-from opentelemetry_exporter_userevents.reader.process_view import (
+from opentelemetry_exporter_userevents.reader.decode.decoder import DecoderStats, TraceRecord
+from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Rebuilder
+from opentelemetry_exporter_userevents.reader.outputs import otlp_json, otlp_json_direct
+from opentelemetry_exporter_userevents.reader.outputs.output import OtlpJsonOutput
+from opentelemetry_exporter_userevents.reader.views import process_view
+from opentelemetry_exporter_userevents.reader.views.process_view import (
     HOST_PID_NEEDED,
     HOST_UTS_NEEDED,
     NO_VIEW,
@@ -43,7 +45,6 @@ from opentelemetry_exporter_userevents.reader.process_view import (
     read_view,
     thread_group_of_status,
 )
-from opentelemetry_exporter_userevents.reader.rebuild import JoinedRecord, Rebuilder
 from tests.support.span_fixtures import make_logs, make_spans
 from tests.test_rebuild import log_record, resource_record, span_record
 

@@ -19,8 +19,8 @@ from opentelemetry_exporter_userevents.abi.ring_buffer import (
     PageLayout,
     parse_page,
 )
-from opentelemetry_exporter_userevents.reader.decoder import RecordDecoder, TraceRecord
-from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder, TraceRecord
+from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.record import schema
 from tests.support.pages import data_event, page, record
 from tests.support.records import format_of

@@ -14,7 +14,7 @@ from opentelemetry_exporter_userevents.abi.ring_buffer import (
     PageLayout,
     parse_page,
 )
-from opentelemetry_exporter_userevents.reader.decoder import RecordDecoder
+from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder
 from opentelemetry_exporter_userevents.record import schema
 from opentelemetry_exporter_userevents.record.tracepoints import base_name
 from tests.support.pages import (

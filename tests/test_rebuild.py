@@ -13,10 +13,10 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry_exporter_userevents._export.log_encoder import encode_log
 from opentelemetry_exporter_userevents._export.span_encoder import encode_span
 from opentelemetry_exporter_userevents.abi.ring_buffer import FTRACE_MAX_PAYLOAD
-from opentelemetry_exporter_userevents.reader import otlp_json
-from opentelemetry_exporter_userevents.reader.decoder import TraceRecord
-from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
-from opentelemetry_exporter_userevents.reader.tree_view import TreeView
+from opentelemetry_exporter_userevents.reader.decode.decoder import TraceRecord
+from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.outputs import otlp_json
+from opentelemetry_exporter_userevents.reader.outputs.tree_view import TreeView
 from opentelemetry_exporter_userevents.record import anyvalue, flags, schema
 from opentelemetry_exporter_userevents.record.resource_id import hash_resource
 from tests.support.pages import record

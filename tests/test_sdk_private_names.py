@@ -20,7 +20,7 @@ from opentelemetry.sdk._logs._internal import std_to_otel
 
 import opentelemetry_exporter_userevents
 from opentelemetry_exporter_userevents.logging_handler import severity_of_level
-from opentelemetry_exporter_userevents.reader import otlp_http_output
+from opentelemetry_exporter_userevents.reader.outputs import otlp_http_output
 
 
 def test_the_handlers_level_mapping_is_the_sdk_handlers():
@@ -94,7 +94,7 @@ def test_the_package_names_no_other_private_sdk_module_attribute():
 def test_the_otlp_http_exporters_client_takes_serialized_requests():
     """``--exporter otlp_proto_http`` posts bytes made straight from checked records through
     the exporter's ``_client.export(serialized_data)`` and honours its ``_max_request_size``
-    (reader/otlp_http_output.py): no public method takes bytes. Where the names are
+    (reader/outputs/otlp_http_output.py): no public method takes bytes. Where the names are
     missing, the reader falls back to SDK objects; this check fails so that the fallback
     is not taken silently on a version we test with."""
     trace_exporter = pytest.importorskip("opentelemetry.exporter.otlp.proto.http.trace_exporter")

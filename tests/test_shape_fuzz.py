@@ -26,12 +26,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from opentelemetry_exporter_userevents.reader import cli, otlp_json, rebuild
+from opentelemetry_exporter_userevents.reader import cli
 from opentelemetry_exporter_userevents.reader.capture import TraceDatWriter
-from opentelemetry_exporter_userevents.reader.decoder import TraceRecord
-from opentelemetry_exporter_userevents.reader.outputs import OtlpJsonOutput, TreeOutput
-from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
-from opentelemetry_exporter_userevents.reader.rebuild_metrics import MetricPoint
+from opentelemetry_exporter_userevents.reader.decode.decoder import TraceRecord
+from opentelemetry_exporter_userevents.reader.join import rebuild
+from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint
+from opentelemetry_exporter_userevents.reader.outputs import otlp_json
+from opentelemetry_exporter_userevents.reader.outputs.output import OtlpJsonOutput, TreeOutput
 from opentelemetry_exporter_userevents.record.resource_id import hash_resource
 from opentelemetry_exporter_userevents.record.tracepoints import METRIC_KINDS
 from tests.support.captures import HEADER_EVENT, format_text

@@ -24,17 +24,17 @@ from opentelemetry.trace import Status, StatusCode
 
 from opentelemetry_exporter_userevents.reader import cli
 from opentelemetry_exporter_userevents.reader.commands import status as status_command
-from opentelemetry_exporter_userevents.reader.hist import (
+from opentelemetry_exporter_userevents.reader.hist.collector import TRIGGERS
+from opentelemetry_exporter_userevents.reader.hist.hist_file import (
     HistEntry,
     Histogram,
     MergedHistogram,
     Totals,
 )
-from opentelemetry_exporter_userevents.reader.hist_collector import TRIGGERS
-from opentelemetry_exporter_userevents.reader.hist_view import render
-from opentelemetry_exporter_userevents.reader.rebuild_metrics import MetricPoint
+from opentelemetry_exporter_userevents.reader.hist.view import render
+from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint
+from opentelemetry_exporter_userevents.reader.outputs.tree_view import TreeView
 from opentelemetry_exporter_userevents.reader.terminal_text import cut, printable
-from opentelemetry_exporter_userevents.reader.tree_view import TreeView
 from opentelemetry_exporter_userevents.record import metric_values as mv
 from opentelemetry_exporter_userevents.record.tracepoints import LOG_KIND, SPAN_KIND
 

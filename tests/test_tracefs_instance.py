@@ -1,7 +1,7 @@
 # Copyright The OpenTelemetry Authors
 # SPDX-License-Identifier: Apache-2.0
 
-"""The readers' private tracefs instances (reader/tracefs_instance.py): names that carry the
+"""The readers' private tracefs instances (reader/live/tracefs_instance.py): names that carry the
 maker's pid namespace, stale ones judged only in that namespace (a reader in a container
 must not remove a live host reader's instance), earlier releases' names left alone, and
 the lifetime TraceReader and HistCollector share. The kernel side is in
@@ -18,13 +18,13 @@ import pytest
 
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs, TracefsError
 from opentelemetry_exporter_userevents.reader import cli
-from opentelemetry_exporter_userevents.reader import tracefs_instance as ti
-from opentelemetry_exporter_userevents.reader.hist_collector import (
+from opentelemetry_exporter_userevents.reader.hist.collector import (
     HIST_INSTANCE_PREFIX,
     HistCollector,
 )
-from opentelemetry_exporter_userevents.reader.trace_reader import INSTANCE_PREFIX, TraceReader
-from opentelemetry_exporter_userevents.reader.tracefs_instance import (
+from opentelemetry_exporter_userevents.reader.live import tracefs_instance as ti
+from opentelemetry_exporter_userevents.reader.live.trace_reader import INSTANCE_PREFIX, TraceReader
+from opentelemetry_exporter_userevents.reader.live.tracefs_instance import (
     LIVE,
     OLD_NAME,
     OTHER_NAMESPACE,

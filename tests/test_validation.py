@@ -10,14 +10,14 @@ from __future__ import annotations
 import pytest
 from opentelemetry.sdk.resources import Resource
 
-from opentelemetry_exporter_userevents.reader import rebuild
-from opentelemetry_exporter_userevents.reader.decoder import TraceRecord
-from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
-from opentelemetry_exporter_userevents.reader.validation import (
+from opentelemetry_exporter_userevents.reader.decode.decoder import TraceRecord
+from opentelemetry_exporter_userevents.reader.decode.validation import (
     InvalidRecord,
     RecordChecker,
     trace_state,
 )
+from opentelemetry_exporter_userevents.reader.join import rebuild
+from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.record import anyvalue, flags, schema
 from opentelemetry_exporter_userevents.record.resource_id import hash_resource
 from tests.support.pages import record

@@ -24,7 +24,7 @@ from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
 from opentelemetry_exporter_userevents.reader import cli, workers
 from opentelemetry_exporter_userevents.reader.commands import capture as capture_command
 from opentelemetry_exporter_userevents.reader.commands import record as record_command
-from opentelemetry_exporter_userevents.reader.decoder import DecoderStats, RecordDecoder
+from opentelemetry_exporter_userevents.reader.decode.decoder import DecoderStats, RecordDecoder
 from tests.support.otlp import flatten
 from tests.support.pages import data_event, page
 from tests.support.span_fixtures import make_logs, make_spans

@@ -10,8 +10,8 @@ tree view, exporters). :mod:`.cli` is ``otel-userevents``. It uses the kernel co
 (``abi``) and the wire contract (``record``), and nothing of the write side.
 """
 
-from opentelemetry_exporter_userevents.reader.decoder import RecordDecoder, TraceRecord
-from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
-from opentelemetry_exporter_userevents.reader.trace_reader import ReaderError, TraceReader
+from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder, TraceRecord
+from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.live.trace_reader import ReaderError, TraceReader
 
 __all__ = ["ReaderError", "Rebuilder", "RecordDecoder", "TraceReader", "TraceRecord"]

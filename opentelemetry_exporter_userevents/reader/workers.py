@@ -47,21 +47,21 @@ from typing import Any, TextIO
 
 from opentelemetry_exporter_userevents.abi.format import parse_format
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
-from opentelemetry_exporter_userevents.reader import otlp_json_direct
-from opentelemetry_exporter_userevents.reader.checked_records import (
+from opentelemetry_exporter_userevents.reader.decode.checked_records import (
     CheckedLog,
     CheckedMetric,
     CheckedResource,
     CheckedSpan,
 )
-from opentelemetry_exporter_userevents.reader.decoder import (
+from opentelemetry_exporter_userevents.reader.decode.decoder import (
     DecoderStats,
     RecordDecoder,
     TraceRecord,
 )
-from opentelemetry_exporter_userevents.reader.outputs import OtlpJsonOutput
-from opentelemetry_exporter_userevents.reader.rebuild import JoinedRecord, Rebuilder, Telemetry
-from opentelemetry_exporter_userevents.reader.validation import InvalidRecord, RecordChecker
+from opentelemetry_exporter_userevents.reader.decode.validation import InvalidRecord, RecordChecker
+from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Rebuilder, Telemetry
+from opentelemetry_exporter_userevents.reader.outputs import otlp_json_direct
+from opentelemetry_exporter_userevents.reader.outputs.output import OtlpJsonOutput
 from opentelemetry_exporter_userevents.record.tracepoints import LOG_KIND, SPAN_KIND
 
 MAX_DEFAULT_WORKERS = 4

@@ -31,13 +31,13 @@ from opentelemetry_exporter_userevents import (
     UserEventsSpanProcessor,
 )
 from opentelemetry_exporter_userevents.abi import UserEventsData
-from opentelemetry_exporter_userevents.reader.hist import MergedHistogram, parse_hist
-from opentelemetry_exporter_userevents.reader.hist_collector import (
+from opentelemetry_exporter_userevents.reader.hist.collector import (
     HIST_INSTANCE_PREFIX,
     TRIGGERS,
     HistCollector,
 )
-from opentelemetry_exporter_userevents.reader.hist_view import render
+from opentelemetry_exporter_userevents.reader.hist.hist_file import MergedHistogram, parse_hist
+from opentelemetry_exporter_userevents.reader.hist.view import render
 from opentelemetry_exporter_userevents.record.tracepoints import LOG_KIND, SPAN_KIND
 from tests.support.kernel_support import wait_until
 

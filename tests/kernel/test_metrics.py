@@ -27,9 +27,10 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from opentelemetry_exporter_userevents import UserEventsMetricExporter, UserEventsMetricReader
-from opentelemetry_exporter_userevents.reader import TraceReader, otlp_json
-from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
-from opentelemetry_exporter_userevents.reader.rebuild_metrics import MetricPoint
+from opentelemetry_exporter_userevents.reader import TraceReader
+from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint
+from opentelemetry_exporter_userevents.reader.outputs import otlp_json
 from opentelemetry_exporter_userevents.record import flags
 from tests.support.kernel_support import in_child, wait_until
 from tests.support.otlp import metric_points

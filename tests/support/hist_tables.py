@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from opentelemetry_exporter_userevents.reader.hist import Histogram, MergedHistogram
+from opentelemetry_exporter_userevents.reader.hist.hist_file import Histogram, MergedHistogram
 
 
 def format_hist(histogram: Histogram) -> str:

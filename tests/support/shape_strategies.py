@@ -47,8 +47,8 @@ from opentelemetry_exporter_userevents._export.log_encoder import encode_log
 from opentelemetry_exporter_userevents._export.metric_encoder import PointItem, encode_point
 from opentelemetry_exporter_userevents._export.span_encoder import encode_span
 from opentelemetry_exporter_userevents.abi.ring_buffer import FTRACE_MAX_PAYLOAD
-from opentelemetry_exporter_userevents.reader.decoder import TraceRecord
-from opentelemetry_exporter_userevents.reader.rebuild_metrics import MetricPoint
+from opentelemetry_exporter_userevents.reader.decode.decoder import TraceRecord
+from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint
 from opentelemetry_exporter_userevents.record import anyvalue, schema
 from opentelemetry_exporter_userevents.record import metric_values as mv
 from opentelemetry_exporter_userevents.record.flags import METRIC_VALUE_BIG, PARENT_PRESENT

@@ -32,7 +32,7 @@ from opentelemetry_exporter_userevents import (
     UserEventsSpanExporter,
     UserEventsSpanProcessor,
 )
-from opentelemetry_exporter_userevents.reader import otlp_json
+from opentelemetry_exporter_userevents.reader.outputs import otlp_json
 
 
 def main(

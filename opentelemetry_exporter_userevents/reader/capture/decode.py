@@ -47,7 +47,7 @@ from opentelemetry_exporter_userevents.reader.capture.tracing_data import (
     CaptureError,
     TracingData,
 )
-from opentelemetry_exporter_userevents.reader.decoder import RecordDecoder, TraceRecord
+from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder, TraceRecord
 
 RELEASE_EVERY = 64 << 20
 """Bytes of pages or samples read between two drops of the mapped file's pages."""

@@ -30,12 +30,12 @@ from opentelemetry_exporter_userevents.reader.commands.common import (
     stop_signals,
     workers_of,
 )
-from opentelemetry_exporter_userevents.reader.decoder import DecoderStats
-from opentelemetry_exporter_userevents.reader.outputs import Output
+from opentelemetry_exporter_userevents.reader.decode.decoder import DecoderStats
+from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.live.trace_reader import TraceReader
+from opentelemetry_exporter_userevents.reader.outputs.output import Output
 from opentelemetry_exporter_userevents.reader.private_file import open_private
-from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.reader.terminal_text import printable
-from opentelemetry_exporter_userevents.reader.trace_reader import TraceReader
 from opentelemetry_exporter_userevents.reader.workers import (
     WorkerError,
     WorkerPool,

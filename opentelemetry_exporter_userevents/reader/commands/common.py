@@ -18,16 +18,16 @@ from opentelemetry_exporter_userevents.abi.tracefs import Tracefs, find_tracefs
 from opentelemetry_exporter_userevents.environment_variables import (
     OTEL_EXPORTER_USER_EVENTS_TRACEFS,
 )
-from opentelemetry_exporter_userevents.reader.decoder import DecoderStats
-from opentelemetry_exporter_userevents.reader.outputs import (
+from opentelemetry_exporter_userevents.reader.decode.decoder import DecoderStats
+from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.live.trace_reader import TraceReader
+from opentelemetry_exporter_userevents.reader.outputs.output import (
     ExporterOutput,
     OtlpJsonOutput,
     Output,
     TreeOutput,
 )
-from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.reader.terminal_text import printable
-from opentelemetry_exporter_userevents.reader.trace_reader import TraceReader
 from opentelemetry_exporter_userevents.reader.workers import PrecheckedOtlpJsonOutput
 from opentelemetry_exporter_userevents.record.tracepoints import ANY_PREFIX, DEFAULT_PREFIX
 

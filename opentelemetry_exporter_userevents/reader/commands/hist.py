@@ -16,8 +16,8 @@ from opentelemetry_exporter_userevents.reader.commands.common import (
     stop_signals,
     tracefs_of,
 )
-from opentelemetry_exporter_userevents.reader.hist_collector import HistCollector
-from opentelemetry_exporter_userevents.reader.hist_view import render
+from opentelemetry_exporter_userevents.reader.hist.collector import HistCollector
+from opentelemetry_exporter_userevents.reader.hist.view import render
 from opentelemetry_exporter_userevents.reader.private_file import open_private
 from opentelemetry_exporter_userevents.reader.terminal_text import printable
 

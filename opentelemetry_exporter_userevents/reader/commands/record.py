@@ -24,19 +24,19 @@ from opentelemetry_exporter_userevents.reader.commands.common import (
     tracefs_of,
     workers_of,
 )
-from opentelemetry_exporter_userevents.reader.decoder import TraceRecord
-from opentelemetry_exporter_userevents.reader.kernel_events import KernelEvents, parse_groups
-from opentelemetry_exporter_userevents.reader.kernel_view import (
+from opentelemetry_exporter_userevents.reader.decode.decoder import TraceRecord
+from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.live.trace_reader import TraceReader
+from opentelemetry_exporter_userevents.reader.outputs.output import Output
+from opentelemetry_exporter_userevents.reader.private_file import open_private
+from opentelemetry_exporter_userevents.reader.terminal_text import printable
+from opentelemetry_exporter_userevents.reader.views.kernel_events import KernelEvents, parse_groups
+from opentelemetry_exporter_userevents.reader.views.kernel_view import (
     KernelView,
     kernel_clock_line,
     kernel_parts,
 )
-from opentelemetry_exporter_userevents.reader.outputs import Output
-from opentelemetry_exporter_userevents.reader.private_file import open_private
-from opentelemetry_exporter_userevents.reader.process_view import ProcessViews, live_views
-from opentelemetry_exporter_userevents.reader.rebuild import Rebuilder
-from opentelemetry_exporter_userevents.reader.terminal_text import printable
-from opentelemetry_exporter_userevents.reader.trace_reader import TraceReader
+from opentelemetry_exporter_userevents.reader.views.process_view import ProcessViews, live_views
 from opentelemetry_exporter_userevents.reader.workers import (
     WorkerError,
     WorkerPool,

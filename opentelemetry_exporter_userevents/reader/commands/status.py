@@ -13,16 +13,19 @@ from typing import TextIO
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs, TracefsError, check_user_events
 from opentelemetry_exporter_userevents.abi.uapi import USER_EVENTS_MULTI_SYSTEM
 from opentelemetry_exporter_userevents.reader.commands.common import prefixes_of, tracefs_of
-from opentelemetry_exporter_userevents.reader.decoder import RecordDecoder
-from opentelemetry_exporter_userevents.reader.hist_collector import HIST_INSTANCE_PREFIX
-from opentelemetry_exporter_userevents.reader.terminal_text import printable
-from opentelemetry_exporter_userevents.reader.trace_reader import INSTANCE_PREFIX, our_tracepoints
-from opentelemetry_exporter_userevents.reader.tracefs_instance import (
+from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder
+from opentelemetry_exporter_userevents.reader.hist.collector import HIST_INSTANCE_PREFIX
+from opentelemetry_exporter_userevents.reader.live.trace_reader import (
+    INSTANCE_PREFIX,
+    our_tracepoints,
+)
+from opentelemetry_exporter_userevents.reader.live.tracefs_instance import (
     LIVE,
     STALE,
     Namespace,
     judge_instances,
 )
+from opentelemetry_exporter_userevents.reader.terminal_text import printable
 from opentelemetry_exporter_userevents.record.tracepoints import (
     ANY_PREFIX,
     format_version,

@@ -27,7 +27,7 @@ from opentelemetry_exporter_userevents.abi.format import parse_format
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageError, PageLayout, parse_page
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs
 from opentelemetry_exporter_userevents.abi.uapi import USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM
-from opentelemetry_exporter_userevents.reader.tracefs_instance import TracefsInstance
+from opentelemetry_exporter_userevents.reader.live.tracefs_instance import TracefsInstance
 from opentelemetry_exporter_userevents.record.schema import (
     ANNOUNCE,
     ANNOUNCE_GAVE_UP,

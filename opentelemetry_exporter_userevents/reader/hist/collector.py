@@ -22,12 +22,15 @@ from dataclasses import dataclass
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs
 from opentelemetry_exporter_userevents.abi.uapi import USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM
-from opentelemetry_exporter_userevents.reader.announcements import AnnouncementListener
-from opentelemetry_exporter_userevents.reader.decoder import RecordDecoder
-from opentelemetry_exporter_userevents.reader.hist import MergedHistogram, parse_hist
-from opentelemetry_exporter_userevents.reader.trace_reader import our_tracepoints
-from opentelemetry_exporter_userevents.reader.tracefs_instance import InstanceOwner, TracefsInstance
-from opentelemetry_exporter_userevents.reader.tracepoint_holder import TracepointHolder
+from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder
+from opentelemetry_exporter_userevents.reader.hist.hist_file import MergedHistogram, parse_hist
+from opentelemetry_exporter_userevents.reader.live.announcements import AnnouncementListener
+from opentelemetry_exporter_userevents.reader.live.trace_reader import our_tracepoints
+from opentelemetry_exporter_userevents.reader.live.tracefs_instance import (
+    InstanceOwner,
+    TracefsInstance,
+)
+from opentelemetry_exporter_userevents.reader.live.tracepoint_holder import TracepointHolder
 from opentelemetry_exporter_userevents.record.schema import LOG, SPAN, Schema
 from opentelemetry_exporter_userevents.record.tracepoints import (
     ANY_PREFIX,

@@ -18,11 +18,15 @@ from typing import Any, Protocol, TextIO
 from opentelemetry.sdk._logs import ReadableLogRecord
 from opentelemetry.sdk.trace import ReadableSpan
 
-from opentelemetry_exporter_userevents.reader import otlp_http_output, otlp_json, otlp_json_direct
-from opentelemetry_exporter_userevents.reader.checked_records import CheckedSpan
-from opentelemetry_exporter_userevents.reader.rebuild import JoinedRecord, Telemetry
-from opentelemetry_exporter_userevents.reader.rebuild_metrics import MetricPoint, metrics_data
-from opentelemetry_exporter_userevents.reader.tree_view import TreeView
+from opentelemetry_exporter_userevents.reader.decode.checked_records import CheckedSpan
+from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Telemetry
+from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint, metrics_data
+from opentelemetry_exporter_userevents.reader.outputs import (
+    otlp_http_output,
+    otlp_json,
+    otlp_json_direct,
+)
+from opentelemetry_exporter_userevents.reader.outputs.tree_view import TreeView
 
 
 class Output(Protocol):

@@ -47,12 +47,12 @@ from opentelemetry_exporter_userevents.abi.sched import (
     SYSCALLS_SYSTEM,
 )
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs, TracefsError
-from opentelemetry_exporter_userevents.reader.kernel_timeline import KernelTimeline
-from opentelemetry_exporter_userevents.reader.process_view import (
+from opentelemetry_exporter_userevents.reader.live.tracefs_instance import TracefsInstance
+from opentelemetry_exporter_userevents.reader.views.kernel_timeline import KernelTimeline
+from opentelemetry_exporter_userevents.reader.views.process_view import (
     STATUS_LIMIT,
     thread_group_of_status,
 )
-from opentelemetry_exporter_userevents.reader.tracefs_instance import TracefsInstance
 
 KERNEL_INSTANCE_PREFIX = "otel-userevents-kernel."
 GROUPS = ("sched", "syscalls")

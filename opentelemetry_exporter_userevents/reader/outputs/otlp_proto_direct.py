@@ -31,14 +31,17 @@ from typing import Any
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-from opentelemetry_exporter_userevents.reader.checked_records import (
+from opentelemetry_exporter_userevents.reader.decode.checked_records import (
     CheckedEvent,
     CheckedLink,
     CheckedLog,
     CheckedSpan,
 )
-from opentelemetry_exporter_userevents.reader.otlp_json_direct import EncodedCache, Unrepresentable
-from opentelemetry_exporter_userevents.reader.rebuild import JoinedRecord
+from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord
+from opentelemetry_exporter_userevents.reader.outputs.otlp_json_direct import (
+    EncodedCache,
+    Unrepresentable,
+)
 
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1

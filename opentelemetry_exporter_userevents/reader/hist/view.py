@@ -12,7 +12,7 @@ from typing import TextIO
 
 from opentelemetry._logs import SeverityNumber
 
-from opentelemetry_exporter_userevents.reader.hist import KeyValue, MergedHistogram
+from opentelemetry_exporter_userevents.reader.hist.hist_file import KeyValue, MergedHistogram
 from opentelemetry_exporter_userevents.reader.terminal_text import cut, printable
 from opentelemetry_exporter_userevents.record import anyvalue
 from opentelemetry_exporter_userevents.record.plain_text import decode_plain

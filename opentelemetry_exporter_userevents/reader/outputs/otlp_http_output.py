@@ -32,8 +32,8 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from opentelemetry_exporter_userevents.reader import otlp_proto_direct
-from opentelemetry_exporter_userevents.reader.rebuild import JoinedRecord
+from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord
+from opentelemetry_exporter_userevents.reader.outputs import otlp_proto_direct
 
 _logger = logging.getLogger(__name__)
 

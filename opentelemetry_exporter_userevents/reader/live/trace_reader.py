@@ -25,10 +25,16 @@ from opentelemetry_exporter_userevents.abi.format import parse_format
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs, TracefsError, find_tracefs
 from opentelemetry_exporter_userevents.abi.uapi import USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM
-from opentelemetry_exporter_userevents.reader.announcements import Announced, AnnouncementListener
-from opentelemetry_exporter_userevents.reader.decoder import RecordDecoder, TraceRecord
-from opentelemetry_exporter_userevents.reader.tracefs_instance import InstanceOwner, TracefsInstance
-from opentelemetry_exporter_userevents.reader.tracepoint_holder import TracepointHolder
+from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder, TraceRecord
+from opentelemetry_exporter_userevents.reader.live.announcements import (
+    Announced,
+    AnnouncementListener,
+)
+from opentelemetry_exporter_userevents.reader.live.tracefs_instance import (
+    InstanceOwner,
+    TracefsInstance,
+)
+from opentelemetry_exporter_userevents.reader.live.tracepoint_holder import TracepointHolder
 from opentelemetry_exporter_userevents.record.tracepoints import (
     ANY_PREFIX,
     RESOURCE_KIND,

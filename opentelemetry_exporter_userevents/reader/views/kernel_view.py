@@ -49,10 +49,13 @@ from opentelemetry_exporter_userevents.abi.sched import (
     SLEEPING,
     STATE_NAMES,
 )
-from opentelemetry_exporter_userevents.reader.checked_records import CheckedEvent, CheckedSpan
-from opentelemetry_exporter_userevents.reader.kernel_events import KernelEvents
-from opentelemetry_exporter_userevents.reader.kernel_timeline import ThreadSummary
+from opentelemetry_exporter_userevents.reader.decode.checked_records import (
+    CheckedEvent,
+    CheckedSpan,
+)
 from opentelemetry_exporter_userevents.reader.terminal_text import printable
+from opentelemetry_exporter_userevents.reader.views.kernel_events import KernelEvents
+from opentelemetry_exporter_userevents.reader.views.kernel_timeline import ThreadSummary
 
 TOP_SYSCALLS = 5
 MAX_WAIT_EVENTS = 32

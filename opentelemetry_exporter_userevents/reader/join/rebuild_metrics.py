@@ -34,8 +34,8 @@ from opentelemetry.sdk.metrics.export import (
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-from opentelemetry_exporter_userevents.reader.checked_records import CheckedMetric
-from opentelemetry_exporter_userevents.reader.sdk_values import sdk_attributes
+from opentelemetry_exporter_userevents.reader.decode.checked_records import CheckedMetric
+from opentelemetry_exporter_userevents.reader.join.sdk_values import sdk_attributes
 from opentelemetry_exporter_userevents.record import metric_values as mv
 
 Point = NumberDataPoint | HistogramDataPoint | ExponentialHistogramDataPoint

@@ -60,25 +60,25 @@ from opentelemetry.trace import (
     set_span_in_context,
 )
 
-from opentelemetry_exporter_userevents.reader.checked_records import (
+from opentelemetry_exporter_userevents.reader.decode.checked_records import (
     CheckedLog,
     CheckedMetric,
     CheckedScope,
     CheckedSpan,
 )
-from opentelemetry_exporter_userevents.reader.decoder import TraceRecord
-from opentelemetry_exporter_userevents.reader.process_view import (
-    ProcessView,
-    ProcessViews,
-    merged_resource,
-)
-from opentelemetry_exporter_userevents.reader.rebuild_metrics import MetricPoint, rebuild_point
-from opentelemetry_exporter_userevents.reader.sdk_values import (
+from opentelemetry_exporter_userevents.reader.decode.decoder import TraceRecord
+from opentelemetry_exporter_userevents.reader.decode.validation import InvalidRecord, RecordChecker
+from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint, rebuild_point
+from opentelemetry_exporter_userevents.reader.join.sdk_values import (
     bounded_attributes,
     bounded_list,
     sdk_attributes,
 )
-from opentelemetry_exporter_userevents.reader.validation import InvalidRecord, RecordChecker
+from opentelemetry_exporter_userevents.reader.views.process_view import (
+    ProcessView,
+    ProcessViews,
+    merged_resource,
+)
 from opentelemetry_exporter_userevents.record.tracepoints import (
     LOG_KIND,
     METRIC_KINDS,

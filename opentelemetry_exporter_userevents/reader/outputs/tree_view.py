@@ -19,9 +19,9 @@ from opentelemetry.sdk._logs import ReadableLogRecord
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
-from opentelemetry_exporter_userevents.reader.kernel_view import OFF_CPU_EVENT, VIEW
-from opentelemetry_exporter_userevents.reader.rebuild_metrics import MetricPoint
+from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint
 from opentelemetry_exporter_userevents.reader.terminal_text import cut, printable
+from opentelemetry_exporter_userevents.reader.views.kernel_view import OFF_CPU_EVENT, VIEW
 from opentelemetry_exporter_userevents.record import metric_values as mv
 
 KEY_ATTRIBUTES = 4

@@ -24,7 +24,7 @@ from opentelemetry.sdk._logs import ReadableLogRecord
 from opentelemetry.sdk.metrics.export import MetricsData
 from opentelemetry.sdk.trace import ReadableSpan
 
-from opentelemetry_exporter_userevents.reader.rebuild_metrics import MetricPoint, metrics_data
+from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint, metrics_data
 
 try:
     from google.protobuf.json_format import MessageToDict

@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from opentelemetry_exporter_userevents.reader.checked_records import (
+from opentelemetry_exporter_userevents.reader.decode.checked_records import (
     Attributes,
     CheckedEvent,
     CheckedExemplar,
