@@ -18,7 +18,7 @@ order the in-process path hands them, and its checker answers for each span or l
 the worker's verdict (:class:`PrecheckedChecker`); resource and metric records pass
 through whole and are checked in the main process, as before. So every count and every
 record's resource and scope are the same as with one process, by construction, and only
-the batching of lines may differ (``tests/test_workers.py`` proves both, over random and
+the batching of lines may differ (``tests/reader/test_workers.py`` proves both, over random and
 hostile pages). Tree view and ``--exporter`` need SDK objects, built from whole checked
 records: they run in-process (``--workers`` does not apply to them).
 

@@ -24,9 +24,9 @@ checked values, as the SDK would have kept them and the encoder written them:
 
 A record the encoder would refuse as a whole (a name with a lone surrogate, a log body
 integer beyond 64 bits) is left out and counted, as :func:`.otlp_json.skipping_unrepresentable`
-does. ``tests/test_otlp_json_direct.py`` proves the two equal over every value kind, with
-the installed encoder (opentelemetry-exporter-otlp-proto-common): one that writes anything
-differently fails it.
+does. ``tests/reader/outputs/test_otlp_json_direct.py`` proves the two equal over every value
+kind, with the installed encoder (opentelemetry-exporter-otlp-proto-common): one that writes
+anything differently fails it.
 """
 
 from __future__ import annotations

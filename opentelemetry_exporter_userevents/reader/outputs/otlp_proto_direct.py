@@ -18,8 +18,9 @@ and 8 big-endian bytes (a log's left out when 0, a span's never).
 Records are grouped by resource, then scope, first seen first, by the values' own equality,
 as the encoder's dicts group them. A record the encoder would refuse (a name with a lone
 surrogate, a log body integer beyond 64 bits) is left out and counted; an attribute it
-cannot carry is left out, as the encoder leaves it out. ``tests/test_otlp_proto_direct.py``
-proves the bytes equal to the installed encoder's over every value kind.
+cannot carry is left out, as the encoder leaves it out.
+``tests/reader/outputs/test_otlp_proto_direct.py`` proves the bytes equal to the installed
+encoder's over every value kind.
 """
 
 from __future__ import annotations

@@ -41,12 +41,12 @@ from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, 
 from opentelemetry_exporter_userevents.reader.outputs import otlp_http_output, otlp_json
 from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutput  # noqa: E402
 from opentelemetry_exporter_userevents.record import schema  # noqa: E402
+from tests.reader.capture.test_capture import _capture, _encodable, _pages, _resource_payload  # noqa: E402
+from tests.reader.capture.test_capture import _records as _capture_records  # noqa: E402
+from tests.reader.outputs.test_otlp_proto_direct import _joined, _log, _span  # noqa: E402
 from tests.support.captures import format_text  # noqa: E402
 from tests.support.pages import data_event, page, record  # noqa: E402
 from tests.support.span_fixtures import make_logs, make_spans  # noqa: E402
-from tests.test_capture import _capture, _encodable, _pages, _resource_payload  # noqa: E402
-from tests.test_capture import _records as _capture_records  # noqa: E402
-from tests.test_otlp_proto_direct import _joined, _log, _span  # noqa: E402
 
 
 class Receiver:

@@ -45,8 +45,8 @@ from opentelemetry_exporter_userevents.reader.views.process_view import (
     read_view,
     thread_group_of_status,
 )
+from tests.reader.join.test_rebuild import log_record, resource_record, span_record
 from tests.support.span_fixtures import make_logs, make_spans
-from tests.test_rebuild import log_record, resource_record, span_record
 
 ID = "0123456789abcdef" * 4
 ID2 = "fedcba9876543210" * 4

@@ -27,7 +27,7 @@ from opentelemetry_exporter_userevents.reader.decode.checked_records import (
 )
 from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Rebuilder
 from opentelemetry_exporter_userevents.reader.outputs import otlp_proto_direct
-from tests.test_otlp_json_direct import _quiet, batches, checked_logs, checked_spans
+from tests.reader.outputs.test_otlp_json_direct import _quiet, batches, checked_logs, checked_spans
 
 
 def _encoded_or_none(encode: Callable[[Sequence[Any]], Any], items: Sequence[Any]) -> Any:

@@ -20,16 +20,16 @@ from opentelemetry_exporter_userevents.reader.join import rebuild
 from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.record import anyvalue, flags, schema
 from opentelemetry_exporter_userevents.record.resource_id import hash_resource
-from tests.support.pages import record
-from tests.support.records import same
-from tests.support.span_fixtures import RESOURCE, make_logs, make_spans
-from tests.test_rebuild import (
+from tests.reader.join.test_rebuild import (
     RESOURCE_FORMAT,
     check_same_span,
     log_record,
     resource_record,
     span_record,
 )
+from tests.support.pages import record
+from tests.support.records import same
+from tests.support.span_fixtures import RESOURCE, make_logs, make_spans
 
 HOSTILE_PID = 4242
 

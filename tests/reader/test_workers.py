@@ -25,10 +25,10 @@ from opentelemetry_exporter_userevents.reader import cli, workers
 from opentelemetry_exporter_userevents.reader.commands import capture as capture_command
 from opentelemetry_exporter_userevents.reader.commands import record as record_command
 from opentelemetry_exporter_userevents.reader.decode.decoder import DecoderStats, RecordDecoder
+from tests.reader.capture.test_capture import FORMATS, _capture, _records
 from tests.support.otlp import flatten
 from tests.support.pages import data_event, page
 from tests.support.span_fixtures import make_logs, make_spans
-from tests.test_capture import FORMATS, _capture, _records
 
 
 @pytest.fixture(autouse=True)

@@ -27,8 +27,8 @@ from opentelemetry_exporter_userevents.reader import cli
 from opentelemetry_exporter_userevents.reader.capture import CaptureError, decode_file
 from opentelemetry_exporter_userevents.reader.capture.compression import MAX_CHUNK, decompressor
 from opentelemetry_exporter_userevents.reader.capture.decode import decode_bytes
+from tests.reader.capture.test_capture import FORMATS, _capture, _cpu_pages, _pages, _records
 from tests.support.captures import perf_data, perf_sample, trace_dat_v7
-from tests.test_capture import FORMATS, _capture, _cpu_pages, _pages, _records
 
 BOMB_SIZE = 256 << 20
 """What a bomb inflates to: far beyond its chunk's declared size and the cap."""

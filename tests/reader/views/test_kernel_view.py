@@ -36,7 +36,8 @@ from opentelemetry_exporter_userevents.reader.views.kernel_view import (
     kernel_clock_line,
 )
 
-FORMATS = json.loads((Path(__file__).parent / "data" / "kernel_formats_6_12.json").read_text())
+DATA = Path(__file__).resolve().parents[2] / "data"
+FORMATS = json.loads((DATA / "kernel_formats_6_12.json").read_text())
 MS = 1_000_000
 T = 4242
 
