@@ -78,3 +78,57 @@ def test_no_module_is_a_god_module() -> None:
 def test_every_module_belongs_to_a_known_layer() -> None:
     layers = {_layer(p) for p in _modules()} - {"__init__"}
     assert layers <= WRITE_SIDE | SHARED | {"reader"}, layers - (WRITE_SIDE | SHARED | {"reader"})
+
+
+READER = ROOT / "reader"
+READER_STAGES: dict[str, set[str]] = {
+    # a stage (a folder of reader/, or one of its flat modules) and what it may import
+    "decode": set(),
+    "live": {"decode"},
+    "capture": {"decode"},
+    "views": {"decode", "live"},
+    "join": {"decode", "views"},
+    "outputs": {"decode", "join", "views"},
+    "hist": {"decode", "live"},
+    "workers": {"decode", "join", "outputs"},
+    "commands": {"decode", "live", "capture", "views", "join", "outputs", "hist", "workers"},
+    "cli": {"commands", "workers"},
+    "__init__": {"decode", "live", "join"},
+}
+READER_COMMON = {"terminal_text", "private_file"}
+"""Escaping text for a terminal and writing private files: any stage may use them."""
+
+
+def _stage(path: Path) -> str:
+    relative = path.relative_to(READER).with_suffix("")
+    return relative.parts[0] if len(relative.parts) > 1 else relative.name
+
+
+def _reader_imports(path: Path) -> set[str]:
+    """The reader's stages (folders or flat modules) that the module imports."""
+    prefix = f"{PACKAGE}.reader"
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+            continue
+        if node.module == prefix:
+            found |= {alias.name for alias in node.names}
+        elif node.module.startswith(prefix + "."):
+            found.add(node.module[len(prefix) + 1 :].split(".")[0])
+    return found
+
+
+@pytest.mark.parametrize(
+    "path", sorted(READER.rglob("*.py")), ids=lambda p: str(p.relative_to(READER))
+)
+def test_each_reader_stage_imports_only_the_stages_before_it(path: Path) -> None:
+    """The reader's folders are its pipeline: decode ← live, capture ← views ← join ←
+    outputs ← workers ← commands ← cli. No stage reaches forward (live never imports an
+    output, decode never imports live), so each can be read, tested and replaced alone."""
+    stage = _stage(path)
+    if stage in READER_COMMON:
+        assert not _reader_imports(path) - {stage}, "the common helpers import no stage"
+        return
+    assert stage in READER_STAGES, f"{stage}: a reader module outside the known stages"
+    forward = _reader_imports(path) - READER_STAGES[stage] - READER_COMMON - {stage}
+    assert not forward, f"{stage} imports {sorted(forward)}"
