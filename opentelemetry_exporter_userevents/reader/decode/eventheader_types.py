@@ -1,0 +1,258 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""EventHeader's numbers, the decoder's bounds, its error and what it gives.
+
+EventHeader is Microsoft's convention for user_events (``libeventheader-tracepoint``'s
+``eventheader.h``, LinuxTracepoints 1.4.0): other OpenTelemetry exporters write it, so the
+reader decodes it. The values here are that header's; the bounds are ours.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum, IntFlag
+from ipaddress import IPv4Address, IPv6Address
+from typing import NamedTuple, TypeAlias
+from uuid import UUID
+
+HEADER_SIZE = 8
+"""``struct eventheader``: flags, version, id, tag, opcode, level."""
+EXTENSION_HEADER_SIZE = 4
+"""``struct eventheader_extension``: size, kind."""
+NAME_MAX = 256
+"""``EVENTHEADER_NAME_MAX``: a tracepoint name is shorter."""
+MAX_STRUCT_DEPTH = 8
+"""Structs nest at most this deep (the C++ EventEnumerator's stack); deeper metadata is
+refused, even where no payload reaches it."""
+MAX_TOP_LEVEL_FIELDS = 255
+"""Fields outside any struct (the C++ decoder's limit too)."""
+MAX_METADATA_FIELDS = 4096
+"""Field descriptors in one event's metadata (each takes at least 2 of its at most 65535
+bytes, so this only makes the bound explicit)."""
+MAX_VALUES = 65536
+"""Values, arrays and struct instances decoded from one event. Every value takes at least
+one payload byte and a struct at least one value, so decoding is linear in the record's
+size; this bound caps it whatever that size."""
+
+
+class HeaderFlags(IntFlag):
+    POINTER64 = 0x01
+    LITTLE_ENDIAN = 0x02
+    EXTENSION = 0x04
+
+
+KNOWN_FLAGS = HeaderFlags.POINTER64 | HeaderFlags.LITTLE_ENDIAN | HeaderFlags.EXTENSION
+
+
+class ExtensionKind(IntEnum):
+    INVALID = 0
+    METADATA = 1
+    ACTIVITY_ID = 2
+
+
+EXTENSION_KIND_MASK = 0x7FFF
+EXTENSION_CHAIN = 0x8000
+"""Another extension block follows this one."""
+
+
+class Opcode(IntEnum):
+    INFO = 0
+    ACTIVITY_START = 1
+    ACTIVITY_STOP = 2
+    COLLECTION_START = 3
+    COLLECTION_STOP = 4
+    EXTENSION = 5
+    REPLY = 6
+    RESUME = 7
+    SUSPEND = 8
+    SEND = 9
+    RECEIVE = 0xF0
+
+
+class Encoding(IntEnum):
+    """The low 5 bits of a field's encoding byte: how long its value is."""
+
+    INVALID = 0
+    STRUCT = 1
+    VALUE8 = 2
+    VALUE16 = 3
+    VALUE32 = 4
+    VALUE64 = 5
+    VALUE128 = 6
+    ZSTRING_CHAR8 = 7
+    ZSTRING_CHAR16 = 8
+    ZSTRING_CHAR32 = 9
+    STRING_LENGTH16_CHAR8 = 10
+    STRING_LENGTH16_CHAR16 = 11
+    STRING_LENGTH16_CHAR32 = 12
+    BINARY_LENGTH16_CHAR8 = 13
+
+
+ENCODING_MASK = 0x1F
+ENCODING_CARRAY = 0x20
+"""A constant-length array: its count (u16, never 0) follows in the metadata."""
+ENCODING_VARRAY = 0x40
+"""A variable-length array: its count (u16) comes first in the payload."""
+ENCODING_CHAIN = 0x80
+"""A format byte follows the encoding byte."""
+
+
+class Format(IntEnum):
+    """The low 7 bits of a field's format byte: how its value reads. Unknown formats read
+    as the encoding's default."""
+
+    DEFAULT = 0
+    UNSIGNED_INT = 1
+    SIGNED_INT = 2
+    HEX_INT = 3
+    ERRNO = 4
+    PID = 5
+    TIME = 6
+    BOOLEAN = 7
+    FLOAT = 8
+    HEX_BYTES = 9
+    STRING8 = 10
+    STRING_UTF = 11
+    STRING_UTF_BOM = 12
+    STRING_XML = 13
+    STRING_JSON = 14
+    UUID = 15
+    PORT = 16
+    IP_ADDRESS = 17
+    IP_ADDRESS_OBSOLETE = 18
+
+
+FORMAT_MASK = 0x7F
+FORMAT_CHAIN = 0x80
+"""A field tag (u16) follows the format byte."""
+
+
+class EventHeaderError(ValueError):
+    """A record that is not a well-formed EventHeader event."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        """One of :data:`REASONS` (never the record's own text: reasons are counted)."""
+
+
+TRUNCATED_HEADER = "eventheader: truncated header"
+UNKNOWN_FLAGS = "eventheader: unknown header flags"
+BAD_TRACEPOINT_NAME = "eventheader: bad tracepoint name"
+LEVEL_MISMATCH = "eventheader: level differs from the tracepoint name's"
+TRUNCATED_EXTENSION = "eventheader: truncated extension"
+INVALID_EXTENSION = "eventheader: invalid extension kind"
+DUPLICATE_METADATA = "eventheader: two metadata extensions"
+BAD_ACTIVITY_ID = "eventheader: bad activity id extension"
+NO_METADATA = "eventheader: no metadata extension"
+UNTERMINATED_EVENT_NAME = "eventheader: metadata: event name not terminated"
+TRUNCATED_FIELD = "eventheader: metadata: truncated field"
+BAD_ENCODING = "eventheader: metadata: unknown encoding"
+BAD_ARRAY_FLAGS = "eventheader: metadata: both array flags"
+EMPTY_ARRAY = "eventheader: metadata: constant-length array of 0"
+EMPTY_STRUCT = "eventheader: metadata: struct of 0 fields"
+TOO_DEEP = "eventheader: metadata: structs nested too deep"
+BAD_FIELD_COUNT = "eventheader: metadata: bad field count"
+TRUNCATED_VALUE = "eventheader: payload: truncated value"
+TOO_MANY_VALUES = "eventheader: payload: too many values"
+
+REASONS = frozenset(
+    {
+        TRUNCATED_HEADER,
+        UNKNOWN_FLAGS,
+        BAD_TRACEPOINT_NAME,
+        LEVEL_MISMATCH,
+        TRUNCATED_EXTENSION,
+        INVALID_EXTENSION,
+        DUPLICATE_METADATA,
+        BAD_ACTIVITY_ID,
+        NO_METADATA,
+        UNTERMINATED_EVENT_NAME,
+        TRUNCATED_FIELD,
+        BAD_ENCODING,
+        BAD_ARRAY_FLAGS,
+        EMPTY_ARRAY,
+        EMPTY_STRUCT,
+        TOO_DEEP,
+        BAD_FIELD_COUNT,
+        TRUNCATED_VALUE,
+        TOO_MANY_VALUES,
+    }
+)
+"""Every reason :class:`EventHeaderError` gives."""
+
+Attributes = tuple[tuple[str, str], ...]
+"""``;name=value`` attributes of an event or field name, in order."""
+
+Scalar: TypeAlias = int | float | bool | str | bytes | UUID | IPv4Address | IPv6Address | None
+"""A value with its format applied (None: a length-0 value of a fixed-size format)."""
+Value: TypeAlias = "Scalar | tuple[EventField, ...] | list[Value]"
+"""A scalar, a struct (its fields) or an array (its elements)."""
+
+
+class EventField(NamedTuple):
+    """One field of an event (a named tuple: events have many)."""
+
+    name: str
+    value: Value
+    encoding: Encoding
+    """Without its array flags."""
+    format: int
+    """As declared (a :class:`Format` or an unknown value); says how to show an int: hex,
+    errno, pid, seconds since 1970, port."""
+    tag: int
+    """Provider-defined, 0 if none."""
+    attributes: Attributes = ()
+    array: bool = False
+
+
+class TracepointName(NamedTuple):
+    """``<provider>_L<level>K<keyword>[<options>]`` (eventheader.h, Tracepoint Names)."""
+
+    provider: str
+    level: int
+    keyword: int
+    options: str
+    """Each an uppercase letter then digits and lowercase letters, e.g. ``Gmygroup``."""
+
+    @property
+    def group(self) -> str | None:
+        """The ``G`` option's value: the provider group."""
+        for option in _options(self.options):
+            if option[0] == "G":
+                return option[1:]
+        return None
+
+
+def _options(options: str) -> list[str]:
+    starts = [i for i, ch in enumerate(options) if "A" <= ch <= "Z"] + [len(options)]
+    return [options[a:b] for a, b in zip(starts, starts[1:], strict=False)]
+
+
+class EventHeaderEvent(NamedTuple):
+    """A decoded EventHeader event."""
+
+    tracepoint: TracepointName
+    name: str
+    attributes: Attributes
+    flags: int
+    version: int
+    id: int
+    tag: int
+    opcode: int
+    level: int
+    activity_id: bytes | None
+    related_activity_id: bytes | None
+    fields: tuple[EventField, ...]
+
+    @property
+    def provider(self) -> str:
+        return self.tracepoint.provider
+
+    @property
+    def keyword(self) -> int:
+        return self.tracepoint.keyword
+
+    @property
+    def big_endian(self) -> bool:
+        return not self.flags & HeaderFlags.LITTLE_ENDIAN
