@@ -41,7 +41,8 @@ class HeaderFlags(IntFlag):
     EXTENSION = 0x04
 
 
-KNOWN_FLAGS = HeaderFlags.POINTER64 | HeaderFlags.LITTLE_ENDIAN | HeaderFlags.EXTENSION
+KNOWN_FLAGS = int(HeaderFlags.POINTER64 | HeaderFlags.LITTLE_ENDIAN | HeaderFlags.EXTENSION)
+"""An int: ``~`` of an IntFlag keeps only its own bits."""
 
 
 class ExtensionKind(IntEnum):
