@@ -41,6 +41,7 @@ from opentelemetry_exporter_userevents.reader.decode.eventheader_types import (
     LEVEL_MISMATCH,
     MAX_VALUES,
     NO_METADATA,
+    NOT_EVENTHEADER,
     TOO_MANY_VALUES,
     TRUNCATED_EXTENSION,
     TRUNCATED_HEADER,
@@ -77,6 +78,15 @@ def eventheader_offset(fmt: EventFormat) -> int | None:
     if not fmt.fields or fmt.fields[0].name != FLAGS_FIELD:
         return None
     return fmt.fields[0].offset
+
+
+def decode_record(fmt: EventFormat, record: bytes | bytearray | memoryview) -> EventHeaderEvent:
+    """The event in a whole record (common fields first) of ``fmt``'s tracepoint: a ring
+    buffer's record or a perf sample's raw data. Raises :class:`EventHeaderError`."""
+    offset = eventheader_offset(fmt)
+    if offset is None:
+        raise EventHeaderError(NOT_EVENTHEADER)
+    return decode_event(fmt.name, record[offset:])
 
 
 def decode_event(
@@ -243,6 +253,7 @@ __all__ = [
     "EventHeaderEvent",
     "TracepointName",
     "decode_event",
+    "decode_record",
     "eventheader_offset",
     "parse_tracepoint_name",
 ]

@@ -137,6 +137,7 @@ class EventHeaderError(ValueError):
         """One of :data:`REASONS` (never the record's own text: reasons are counted)."""
 
 
+NOT_EVENTHEADER = "eventheader: not an EventHeader tracepoint"
 TRUNCATED_HEADER = "eventheader: truncated header"
 UNKNOWN_FLAGS = "eventheader: unknown header flags"
 BAD_TRACEPOINT_NAME = "eventheader: bad tracepoint name"
@@ -159,6 +160,7 @@ TOO_MANY_VALUES = "eventheader: payload: too many values"
 
 REASONS = frozenset(
     {
+        NOT_EVENTHEADER,
         TRUNCATED_HEADER,
         UNKNOWN_FLAGS,
         BAD_TRACEPOINT_NAME,

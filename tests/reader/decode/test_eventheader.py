@@ -9,6 +9,7 @@ that are not 0 or 1, ports and addresses in network order)."""
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from ipaddress import IPv4Address
 
 import pytest
@@ -17,6 +18,7 @@ from opentelemetry_exporter_userevents.abi.format import parse_format
 from opentelemetry_exporter_userevents.reader.decode import eventheader_types as t
 from opentelemetry_exporter_userevents.reader.decode.eventheader import (
     decode_event,
+    decode_record,
     eventheader_offset,
 )
 from opentelemetry_exporter_userevents.reader.decode.eventheader_name import (
@@ -122,8 +124,20 @@ format:
 
 print fmt: "x"
 """
-    assert eventheader_offset(parse_format(text)) == 8
-    assert eventheader_offset(parse_format(text.replace("eventheader_flags", "other"))) is None
+    fmt = parse_format(text)
+    assert eventheader_offset(fmt) == 8
+    record = bytes(8) + event(metadata("ev", [Spec("f", E.VALUE8)], False), b"\x07", False)
+    assert decode_record(fmt, record).fields[0].value == 7
+    assert _reason_of(lambda: decode_record(fmt, bytes(12))) == t.TRUNCATED_HEADER
+    other = parse_format(text.replace("eventheader_flags", "other"))
+    assert eventheader_offset(other) is None
+    assert _reason_of(lambda: decode_record(other, record)) == t.NOT_EVENTHEADER
+
+
+def _reason_of(call: Callable[[], object]) -> str:
+    with pytest.raises(EventHeaderError) as caught:
+        call()
+    return caught.value.reason
 
 
 def _raw_event(flags: int, level: int, rest: bytes) -> bytes:
