@@ -28,11 +28,12 @@ MAX_TOP_LEVEL_FIELDS = 255
 """Fields outside any struct (the C++ decoder's limit too)."""
 MAX_METADATA_FIELDS = 4096
 """Field descriptors in one event's metadata (each takes at least 2 of its at most 65535
-bytes, so this only makes the bound explicit)."""
+bytes; no real event has more than a few dozen)."""
 MAX_VALUES = 65536
 """Values, arrays and struct instances decoded from one event. Every value takes at least
-one payload byte and a struct at least one value, so decoding is linear in the record's
-size; this bound caps it whatever that size."""
+one payload byte, and a struct at least one value, so decoding is linear in the record's
+size; the exception, a struct whose fields the metadata cut short (empty, taking no
+bytes, yet repeatable 65535 times in an array), is what this bound caps."""
 
 
 class HeaderFlags(IntFlag):
