@@ -225,6 +225,15 @@ def test_the_values_of_one_event_are_bounded() -> None:
     assert len(decode_event(NAME, few).fields[0].value) == 20000  # type: ignore[arg-type]
 
 
+def test_empty_structs_that_take_no_bytes_are_bounded_too() -> None:
+    # a constant-length array of 65535 structs whose fields the metadata cuts short
+    empty_structs = b"a\0\xa1\x01\xff\xff"
+    one = event(b"ev\0" + empty_structs, b"", False)
+    assert decode_event(NAME, one).fields[0].value == [()] * 65535
+    nested = event(b"ev\0o\0\xa1\x01\xff\xff" + empty_structs, b"", False)  # 65535 of those
+    assert _reason(nested) == t.TOO_MANY_VALUES
+
+
 def test_an_array_is_checked_whole_before_its_elements_are_made() -> None:
     spec = Spec("a", E.VALUE64, array="v")
     data = event(metadata("ev", [spec], False), struct.pack("<H", 65535) + bytes(8), False)

@@ -135,4 +135,4 @@ def test_the_samples_cover_every_encoding_and_format() -> None:
     encodings = {encoding for encoding, _format in seen}
     formats = {fmt for _encoding, fmt in seen}
     assert encodings >= set(range(1, 14)), sorted(set(range(1, 14)) - encodings)
-    assert formats >= set(range(0, 18)), sorted(set(range(0, 18)) - formats)
+    assert formats >= set(range(0, 19)), sorted(set(range(0, 19)) - formats)
