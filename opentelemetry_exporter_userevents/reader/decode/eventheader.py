@@ -61,6 +61,7 @@ from opentelemetry_exporter_userevents.reader.decode.eventheader_values import (
     FIXED_SIZES,
     LENGTH16_UNITS,
     ZSTRING_UNITS,
+    fixed_array,
     fixed_value,
     string_value,
 )
@@ -212,8 +213,7 @@ class _Payload:
             return elements
         raw = self._take(size * count)  # checked whole before any is made
         self._spend(count)
-        fmt, big = field.format, self.big
-        return [fixed_value(fmt, raw[i : i + size], big) for i in range(0, len(raw), size)]
+        return fixed_array(field.format, raw, size, self.big)
 
     def _one(self, field: FieldDef) -> Value:
         if field.encoding == Encoding.STRUCT:

@@ -26,6 +26,7 @@ from opentelemetry_exporter_userevents.reader.decode.eventheader_types import (
     Encoding,
     Format,
     Scalar,
+    Value,
 )
 
 LENIENT = "opentelemetry-eventheader-lenient"
@@ -156,6 +157,28 @@ def fixed_value(fmt: int, raw: bytes, big: bool) -> Scalar:
     if fmt in (Format.IP_ADDRESS, Format.IP_ADDRESS_OBSOLETE) and size == 4:
         return IPv4Address(raw)
     return int.from_bytes(raw, order)
+
+
+_ARRAY_CODES: dict[tuple[int, int], str] = {
+    **{
+        (fmt, size): code
+        for fmt in (Format.DEFAULT, Format.UNSIGNED_INT, Format.HEX_INT)
+        for size, code in ((1, "B"), (2, "H"), (4, "I"), (8, "Q"))
+    },
+    **{(Format.SIGNED_INT, size): code for size, code in ((1, "b"), (2, "h"), (4, "i"), (8, "q"))},
+    (Format.FLOAT, 4): "f",
+    (Format.FLOAT, 8): "d",
+}
+"""struct codes of the formats :func:`fixed_value` reads as plain ints or floats."""
+
+
+def fixed_array(fmt: int, raw: bytes, size: int, big: bool) -> list[Value]:
+    """The elements of an array of ValueN values (``raw``: all of them), plain ints and
+    floats unpacked at once."""
+    code = _ARRAY_CODES.get((fmt, size))
+    if code is not None:
+        return list(struct.unpack(f"{'>' if big else '<'}{len(raw) // size}{code}", raw))
+    return [fixed_value(fmt, raw[i : i + size], big) for i in range(0, len(raw), size)]
 
 
 def string_value(encoding: Encoding, fmt: int, raw: bytes, big: bool) -> Scalar:
