@@ -7,7 +7,8 @@ header that its ``perf-decode`` wrote in the JSON beside them.
 
 Needs a LinuxTracepoints checkout (https://github.com/microsoft/LinuxTracepoints, MIT;
 run against 9ff8fe86f9a33ac606605ae2510283ef062ddf6a, version 1.4.0) named by the
-``LINUXTRACEPOINTS_DIR`` environment variable; skipped without one. ``perf.data`` is read
+``LINUXTRACEPOINTS_DIR`` environment variable, else the snapshot beside the checkout
+(``../shared/peers/LinuxTracepoints``, as CI has it); skipped without either. ``perf.data`` is read
 by our perf.data reader (samples by timestamp, as perf-decode sorts them);
 ``EventHeaderInterceptorLE64.dat`` is a plain list of records (u32 size with itself,
 tracepoint name, NUL, event: ``decode-dat-utest.cpp``). ``pipe.data`` holds the same
@@ -32,13 +33,14 @@ from opentelemetry_exporter_userevents.reader.decode.eventheader import (
 from opentelemetry_exporter_userevents.reader.decode.eventheader_types import EventHeaderEvent
 from tests.reader.decode.eventheader_json import JsonForm, errno_names, load_json, same
 
-PEERS = Path(os.environ.get("LINUXTRACEPOINTS_DIR", "/nonexistent"))
+BESIDE = Path(__file__).resolve().parents[4] / "shared" / "peers" / "LinuxTracepoints"
+PEERS = Path(os.environ.get("LINUXTRACEPOINTS_DIR") or BESIDE)
 SAMPLES = PEERS / "TestOutput"
 FORMATTER = PEERS / "libeventheader-decode-cpp" / "src" / "EventFormatter.cpp"
 
 pytestmark = pytest.mark.skipif(
     not (SAMPLES / "perf.data").is_file(),
-    reason="set LINUXTRACEPOINTS_DIR to a LinuxTracepoints checkout (its TestOutput/)",
+    reason="no LinuxTracepoints beside the checkout: set LINUXTRACEPOINTS_DIR (its TestOutput/)",
 )
 
 
