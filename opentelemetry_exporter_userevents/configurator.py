@@ -29,7 +29,7 @@ import dataclasses
 import logging
 import os
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -77,7 +77,9 @@ class UserEventsConfigurator(_OTelSDKConfigurator):
             return
         kwargs = with_processors(kwargs)
         by_default = "setup_logging_handler" not in kwargs and logging_handler_by_default(
-            os.environ, under_instrument="auto_instrumentation_version" in kwargs
+            os.environ,
+            under_instrument="auto_instrumentation_version" in kwargs,
+            log_exporter_names=kwargs.get("log_exporter_names") or (),
         )
         if by_default:
             kwargs["setup_logging_handler"] = True
@@ -98,17 +100,20 @@ LOGGING_AUTO_INSTRUMENTATION = "OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED
 _SDK_VARIABLE_WARNING = "The `OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED` environment"
 
 
-def logging_handler_by_default(environ: Mapping[str, str], *, under_instrument: bool) -> bool:
+def logging_handler_by_default(
+    environ: Mapping[str, str], *, under_instrument: bool, log_exporter_names: Iterable[str] = ()
+) -> bool:
     """Whether the SDK's ``logging`` handler is attached though
     ``OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED`` does not ask for it: only when that
     variable is unset (or empty, which the specification reads as unset), a log exporter
-    is ``user_events``, and, under ``opentelemetry-instrument``, no installed
+    is ``user_events`` (in ``OTEL_LOGS_EXPORTER`` or a distribution's ``log_exporter_names``),
+    and, under ``opentelemetry-instrument``, no installed
     ``opentelemetry-instrumentation-logging`` attaches a handler of its own (it does so
     unless that variable is ``true``; two handlers would export every record twice)."""
     if environ.get(LOGGING_AUTO_INSTRUMENTATION, "").strip():
         return False  # the user's choice, read by the SDK as it always is
     names = [name.strip() for name in environ.get("OTEL_LOGS_EXPORTER", "").split(",")]
-    if NAME not in names:
+    if NAME not in [*names, *log_exporter_names]:
         return False
     return not (under_instrument and _logging_instrumentation_attaches_a_handler(environ))
 
@@ -117,8 +122,11 @@ def _logging_instrumentation_attaches_a_handler(environ: Mapping[str, str]) -> b
     """Whether ``opentelemetry-instrument`` will run a ``logging`` instrumentor that adds
     its own handler (``opentelemetry-instrumentation-logging``, which does unless
     ``OTEL_PYTHON_LOG_AUTO_INSTRUMENTATION=false`` or the instrumentation is disabled)."""
-    if not entry_points(group="opentelemetry_instrumentor", name="logging"):
-        return False
+    try:
+        if not entry_points(group="opentelemetry_instrumentor", name="logging"):
+            return False
+    except Exception:  # noqa: BLE001 - unreadable metadata: attach nothing, as the SDK
+        return True
     disabled = [
         x.strip() for x in environ.get("OTEL_PYTHON_DISABLED_INSTRUMENTATIONS", "").split(",")
     ]

@@ -273,3 +273,19 @@ def test_with_the_logging_instrumentation_installed_records_are_exported_once(tm
     assert handlers(OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED="true") == [
         "UserEventsLoggingHandler"
     ]
+
+
+def test_a_distribution_naming_the_log_exporter_gets_the_handler_too(tmp_path):
+    """A distribution that passes ``log_exporter_names`` instead of the variable."""
+    code = (
+        "import logging\n"
+        "from opentelemetry_exporter_userevents.configurator import UserEventsConfigurator\n"
+        "UserEventsConfigurator().configure(log_exporter_names=['user_events'])\n"
+        "print(*sorted(type(h).__name__ for h in logging.getLogger().handlers))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env.update(OTEL_TRACES_EXPORTER="none", OTEL_METRICS_EXPORTER="none",
+               OTEL_EXPORTER_USER_EVENTS_TRACEFS=str(tmp_path))  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=120, check=True)  # fmt: skip
+    assert done.stdout.split() == ["UserEventsLoggingHandler"]
