@@ -13,6 +13,12 @@ other exporters keep the batch processors. With ``OTEL_CONFIG_FILE``, the file's
 way (:func:`configure_sdk`). ``OTEL_METRICS_EXPORTER=user_events``, and a file's
 ``periodic`` reader of a ``user_events`` exporter, get :class:`UserEventsMetricReader`,
 which collects nothing while nobody listens (:func:`user_events_metric_readers`).
+
+``logging`` records: when ``OTEL_LOGS_EXPORTER`` names ``user_events`` and
+``OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED`` is unset, the root logger gets a handler
+as if it were ``true`` (:func:`logging_handler_by_default`), so the drop-in line exports the
+application's ``logging`` records with no other variable; ``false`` (or any value other
+than ``true``) still turns the handler off.
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ import copy
 import dataclasses
 import logging
 import os
-from collections.abc import Iterator
+import warnings
+from collections.abc import Iterable, Iterator, Mapping
+from importlib.metadata import entry_points
 from typing import Any
 
 from opentelemetry import _logs, trace
@@ -67,8 +75,64 @@ class UserEventsConfigurator(_OTelSDKConfigurator):
             with user_events_metric_readers():
                 configure_file(config_file)
             return
-        with user_events_metric_readers(), lean_tracer_provider(), lean_logging_handler():
-            _initialize_components(**with_processors(kwargs))
+        kwargs = with_processors(kwargs)
+        by_default = "setup_logging_handler" not in kwargs and logging_handler_by_default(
+            os.environ,
+            under_instrument="auto_instrumentation_version" in kwargs,
+            log_exporter_names=kwargs.get("log_exporter_names") or (),
+        )
+        if by_default:
+            kwargs["setup_logging_handler"] = True
+        with (
+            user_events_metric_readers(),
+            lean_tracer_provider(),
+            lean_logging_handler(),
+            warnings.catch_warnings(),
+        ):
+            if by_default:  # the SDK's warning is about the variable, which was not set
+                warnings.filterwarnings("ignore", _SDK_VARIABLE_WARNING, DeprecationWarning)
+            _initialize_components(**kwargs)
+
+
+LOGGING_AUTO_INSTRUMENTATION = "OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED"
+"""The SDK's switch for its ``logging`` handler (``true`` on; any other value off)."""
+
+_SDK_VARIABLE_WARNING = "The `OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED` environment"
+
+
+def logging_handler_by_default(
+    environ: Mapping[str, str], *, under_instrument: bool, log_exporter_names: Iterable[str] = ()
+) -> bool:
+    """Whether the SDK's ``logging`` handler is attached though
+    ``OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED`` does not ask for it: only when that
+    variable is unset (or empty, which the specification reads as unset), a log exporter
+    is ``user_events`` (in ``OTEL_LOGS_EXPORTER`` or a distribution's ``log_exporter_names``),
+    and, under ``opentelemetry-instrument``, no installed
+    ``opentelemetry-instrumentation-logging`` attaches a handler of its own (it does so
+    unless that variable is ``true``; two handlers would export every record twice)."""
+    if environ.get(LOGGING_AUTO_INSTRUMENTATION, "").strip():
+        return False  # the user's choice, read by the SDK as it always is
+    names = [name.strip() for name in environ.get("OTEL_LOGS_EXPORTER", "").split(",")]
+    if NAME not in [*names, *log_exporter_names]:
+        return False
+    return not (under_instrument and _logging_instrumentation_attaches_a_handler(environ))
+
+
+def _logging_instrumentation_attaches_a_handler(environ: Mapping[str, str]) -> bool:
+    """Whether ``opentelemetry-instrument`` will run a ``logging`` instrumentor that adds
+    its own handler (``opentelemetry-instrumentation-logging``, which does unless
+    ``OTEL_PYTHON_LOG_AUTO_INSTRUMENTATION=false`` or the instrumentation is disabled)."""
+    try:
+        if not entry_points(group="opentelemetry_instrumentor", name="logging"):
+            return False
+    except Exception:  # noqa: BLE001 - unreadable metadata: attach nothing, as the SDK
+        return True
+    disabled = [
+        x.strip() for x in environ.get("OTEL_PYTHON_DISABLED_INSTRUMENTATIONS", "").split(",")
+    ]
+    if "logging" in disabled or "*" in disabled:
+        return False
+    return environ.get("OTEL_PYTHON_LOG_AUTO_INSTRUMENTATION", "true").strip().lower() == "true"
 
 
 def with_processors(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -188,8 +252,9 @@ def _not_sdk(kind: type) -> None:
 
 @contextlib.contextmanager
 def lean_logging_handler() -> Iterator[None]:
-    """While configuring: the logging handler the SDK installs when
-    ``OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED=true`` becomes
+    """While configuring: the logging handler the SDK installs (with
+    ``OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED=true``, or by
+    :func:`logging_handler_by_default`) becomes
     :class:`UserEventsLoggingHandler` when every processor of its provider is a
     :class:`UserEventsLogRecordProcessor` (with another exporter, records must still be built)."""
     sdk_handler = getattr(sdk_configuration, "LoggingHandler")  # noqa: B009

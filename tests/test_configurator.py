@@ -160,3 +160,132 @@ def test_other_exporters_keep_the_processor_a_distribution_chose(tmp_path):
     assert type(logs(user_events_logs)) is UserEventsLogRecordProcessor
     assert type(logs(ConsoleLogRecordExporter())) is SimpleLogRecordProcessor
     assert kwargs["sampler"] is None
+
+
+SHOW_ROOT_HANDLERS = """
+import logging, warnings
+warnings.simplefilter("error")  # a warning at configuration would have failed it
+print(*sorted(type(h).__name__ for h in logging.getLogger().handlers))
+"""
+
+
+def root_handlers(tmp_path, python_path="", warned=False, **variables):
+    """The root logger's handlers after opentelemetry-instrument ran our configurator (and,
+    if ``warned``, whether the SDK warned about the variable)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env.update(
+        OTEL_PYTHON_CONFIGURATOR="user_events",
+        OTEL_METRICS_EXPORTER="none",
+        OTEL_EXPORTER_USER_EVENTS_TRACEFS=str(tmp_path),  # no user_events_data: a no-op
+        PYTHONPATH=os.pathsep.join(filter(None, [python_path, env.get("PYTHONPATH")])),
+        PYTHONWARNINGS="always::DeprecationWarning",
+        **variables,
+    )
+    done = subprocess.run(
+        [str(INSTRUMENT), sys.executable, "-c", SHOW_ROOT_HANDLERS],
+        env=env, capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert "Traceback" not in done.stderr, done.stderr
+    handlers = done.stdout.split()
+    return (handlers, SDK_WARNING in done.stderr) if warned else handlers
+
+
+# what the SDK says when it attaches its handler, about the variable that asked for it
+SDK_WARNING = "The `OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED` environment variable"
+
+
+def test_the_drop_in_line_attaches_a_logging_handler_unless_told_not_to(tmp_path):
+    """OTEL_LOGS_EXPORTER=user_events is enough for ``logging`` records to be exported;
+    OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED keeps its meaning when it is set."""
+    variable = "OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED"
+    logs = {"OTEL_TRACES_EXPORTER": "user_events", "OTEL_LOGS_EXPORTER": "user_events"}
+    shown = {
+        value: root_handlers(
+            tmp_path, warned=True, **logs, **({} if value is None else {variable: value})
+        )
+        for value in (None, "", "true", "TRUE", "false", "no")
+    }
+    # (handlers, whether the SDK warned that the variable is deprecated: only when it is set)
+    assert shown == {
+        None: (["UserEventsLoggingHandler"], False),
+        "": (["UserEventsLoggingHandler"], False),  # empty is unset (the specification's rule)
+        "true": (["UserEventsLoggingHandler"], True),
+        "TRUE": (["UserEventsLoggingHandler"], True),
+        "false": ([], False),
+        "no": ([], False),  # as the SDK reads it: only "true" is true
+    }
+    # another log exporter alone: the SDK's default (no handler) is left as it was
+    assert root_handlers(tmp_path, OTEL_LOGS_EXPORTER="console") == []
+    # beside another exporter, the SDK's own handler (every record must be built)
+    mixed = root_handlers(tmp_path, OTEL_LOGS_EXPORTER="console, user_events")
+    assert mixed == ["LoggingHandler"]
+
+
+# What opentelemetry-instrumentation-logging 0.66 does when opentelemetry-instrument loads
+# it: a handler of its own on the root logger, unless the SDK's is on (the variable "true")
+# or OTEL_PYTHON_LOG_AUTO_INSTRUMENTATION is false. A stand-in, installed on PYTHONPATH under
+# the same entry point, so the test does not need that package.
+LOGGING_INSTRUMENTATION = """
+import logging, os
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+
+class InstrumentationLoggingHandler(logging.Handler):
+    def emit(self, record):
+        pass
+
+class LoggingInstrumentor(BaseInstrumentor):
+    def instrumentation_dependencies(self):
+        return []
+
+    def _instrument(self, **kwargs):
+        sdk = os.environ.get("OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED", "")
+        mine = os.environ.get("OTEL_PYTHON_LOG_AUTO_INSTRUMENTATION", "true")
+        if sdk.strip().lower() != "true" and mine.strip().lower() == "true":
+            logging.getLogger().addHandler(InstrumentationLoggingHandler())
+
+    def _uninstrument(self, **kwargs):
+        pass
+"""
+
+
+def test_with_the_logging_instrumentation_installed_records_are_exported_once(tmp_path):
+    """The logging instrumentation attaches its handler under opentelemetry-instrument;
+    ours by default would export every record twice. Disabled, ours comes back."""
+    site = tmp_path / "site"
+    (site / "stand_in_logging-1.0.dist-info").mkdir(parents=True)
+    (site / "stand_in_logging-1.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: stand-in-logging\nVersion: 1.0\n"
+    )
+    (site / "stand_in_logging-1.0.dist-info" / "entry_points.txt").write_text(
+        "[opentelemetry_instrumentor]\nlogging = stand_in_logging:LoggingInstrumentor\n"
+    )
+    (site / "stand_in_logging.py").write_text(LOGGING_INSTRUMENTATION)
+    logs = {"OTEL_TRACES_EXPORTER": "user_events", "OTEL_LOGS_EXPORTER": "user_events"}
+
+    def handlers(**variables):
+        return root_handlers(tmp_path, python_path=str(site), **logs, **variables)
+
+    assert handlers() == ["InstrumentationLoggingHandler"]
+    assert handlers(OTEL_PYTHON_DISABLED_INSTRUMENTATIONS="wsgi, logging") == [
+        "UserEventsLoggingHandler"
+    ]
+    assert handlers(OTEL_PYTHON_LOG_AUTO_INSTRUMENTATION="false") == ["UserEventsLoggingHandler"]
+    assert handlers(OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED="true") == [
+        "UserEventsLoggingHandler"
+    ]
+
+
+def test_a_distribution_naming_the_log_exporter_gets_the_handler_too(tmp_path):
+    """A distribution that passes ``log_exporter_names`` instead of the variable."""
+    code = (
+        "import logging\n"
+        "from opentelemetry_exporter_userevents.configurator import UserEventsConfigurator\n"
+        "UserEventsConfigurator().configure(log_exporter_names=['user_events'])\n"
+        "print(*sorted(type(h).__name__ for h in logging.getLogger().handlers))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env.update(OTEL_TRACES_EXPORTER="none", OTEL_METRICS_EXPORTER="none",
+               OTEL_EXPORTER_USER_EVENTS_TRACEFS=str(tmp_path))  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=120, check=True)  # fmt: skip
+    assert done.stdout.split() == ["UserEventsLoggingHandler"]

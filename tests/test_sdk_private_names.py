@@ -19,6 +19,7 @@ from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs._internal import std_to_otel
 
 import opentelemetry_exporter_userevents
+from opentelemetry_exporter_userevents.configurator import _SDK_VARIABLE_WARNING
 from opentelemetry_exporter_userevents.logging_handler import severity_of_level
 from opentelemetry_exporter_userevents.reader.outputs import otlp_http_output
 
@@ -44,6 +45,15 @@ def test_the_configurators_hooks_into_the_sdk_configuration_exist():
     source = inspect.getsource(sdk_configuration)
     for called in ("set_tracer_provider(", "LoggingHandler(", "_init_metrics("):
         assert called in source, f"_initialize_components no longer calls {called}"
+
+
+def test_the_configurator_can_ask_for_the_logging_handler():
+    """With OTEL_LOGS_EXPORTER=user_events and the variable unset, the configurator passes
+    ``setup_logging_handler=True`` to ``_initialize_components`` and silences the SDK's
+    warning about the variable (matched by the start of its text), which was not set."""
+    parameters = inspect.signature(sdk_configuration._initialize_components).parameters
+    assert "setup_logging_handler" in parameters
+    assert _SDK_VARIABLE_WARNING in inspect.getsource(sdk_configuration)
 
 
 def test_the_logger_providers_processors_are_where_the_configurator_looks():
