@@ -130,8 +130,9 @@ class ExporterOutput:
     own environment variables (``OTEL_EXPORTER_OTLP_*`` for ``otlp``).
 
     For ``otlp_proto_http`` (``direct``, the default), spans and logs need no SDK objects:
-    the exporter's own HTTP client posts the request bytes made straight from checked
-    records (:mod:`.otlp_http_output`), and ``sdk_objects`` is False. Metric points, and
+    the request bytes made straight from checked records are posted as the exporter's
+    client would, within a deadline per request (:mod:`.otlp_http_output`), and
+    ``sdk_objects`` is False. Metric points, and
     every other exporter, get SDK objects."""
 
     sdk_objects = True
@@ -191,6 +192,9 @@ class ExporterOutput:
                 self.failed += len(points)
 
     def close(self) -> None:
+        for sender in (self._direct_spans, self._direct_logs):
+            if sender is not None:
+                sender.close()
         for exporter in (self.spans, self.logs, self.metrics):
             if exporter is not None:
                 exporter.shutdown()
