@@ -19,6 +19,7 @@ pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord  # noqa: E402
 from opentelemetry_exporter_userevents.reader.outputs.otlp_http_post import (  # noqa: E402
     MAX_RESPONSE_BODY,
+    _retry_after,
 )
 from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutput  # noqa: E402
 from opentelemetry_exporter_userevents.reader.outputs.output_stage import (  # noqa: E402
@@ -35,6 +36,7 @@ class RawServer:
         self.answer = answer
         self.stop = threading.Event()
         self.requests = 0
+        self.connections = 0
         self.sent = 0
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
@@ -46,6 +48,7 @@ class RawServer:
                 connection, _ = self.listener.accept()
             except OSError:
                 return
+            self.connections += 1
             threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
 
     def _serve(self, connection: socket.socket) -> None:
@@ -215,3 +218,34 @@ def test_refused_connections_are_retried_on_the_output_thread(
     stage.close()
     assert waits and set(waits) == {"otel-userevents output"}
     assert stage.failed == 4 and stage.written == {"spans": 2, "logs": 2}
+
+
+def test_a_connection_read_whole_is_used_again(collector: Callable[..., RawServer]) -> None:
+    def ok(connection: socket.socket, request: int) -> None:
+        server.send(connection, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+    server = collector(ok, timeout=5)
+    output = ExporterOutput("otlp_proto_http")
+    for _ in range(3):
+        output.write(_records())
+    output.close()
+    assert output.failed == 0 and server.requests == 6
+    assert server.connections == 2  # one for spans, one for logs
+
+
+def test_retry_after_is_read_as_the_exporter_reads_it() -> None:
+    assert _retry_after("2") == 2.0 and _retry_after(" 0.5 ") == 0.5
+    assert _retry_after("-5") == 0.0  # not a wait into the past
+    assert _retry_after("nan") is None and _retry_after("inf") is None
+    assert _retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a date passed
+    assert (
+        3500
+        < (
+            _retry_after(
+                time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 3600))
+            )
+            or 0
+        )
+        <= 3600
+    )
+    assert _retry_after("soon") is None and _retry_after(None) is None

@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 
 """``otel-userevents record``: read our tracepoints through a tracefs instance of its own,
-rebuild spans and logs, and write them to an output (or, with ``--capture``, keep the pages;
-see :mod:`.capture`)."""
+rebuild spans and logs, and hand them to the output's stage, whose thread writes them
+(:mod:`..outputs.output_stage`: reading never waits on a collector; or, with ``--capture``,
+keep the pages; see :mod:`.capture`)."""
 
 from __future__ import annotations
 
