@@ -24,6 +24,9 @@ pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs  # noqa: E402
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans  # noqa: E402
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter  # noqa: E402
+from opentelemetry.exporter.otlp.proto.http.metric_exporter import (  # noqa: E402
+    OTLPMetricExporter,
+)
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # noqa: E402
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (  # noqa: E402
     ExportLogsServiceRequest,
@@ -38,6 +41,7 @@ from opentelemetry_exporter_userevents._export.span_encoder import encode_span  
 from opentelemetry_exporter_userevents.abi.ring_buffer import FTRACE_MAX_PAYLOAD  # noqa: E402
 from opentelemetry_exporter_userevents.reader import cli  # noqa: E402
 from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Rebuilder  # noqa: E402
+from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import metrics_data  # noqa: E402
 from opentelemetry_exporter_userevents.reader.outputs import otlp_http_output, otlp_json
 from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutput  # noqa: E402
 from opentelemetry_exporter_userevents.record import schema  # noqa: E402
@@ -46,6 +50,8 @@ from tests.support.pages import data_event, page, record  # noqa: E402
 from tests.support.span_fixtures import make_logs, make_spans  # noqa: E402
 from tests.test_capture import _capture, _encodable, _pages, _resource_payload  # noqa: E402
 from tests.test_capture import _records as _capture_records  # noqa: E402
+from tests.test_metric_exporter import _collection  # noqa: E402
+from tests.test_metric_exporter import _records as _metric_records  # noqa: E402
 from tests.test_otlp_proto_direct import _joined, _log, _span  # noqa: E402
 
 
@@ -200,6 +206,26 @@ def test_no_receiver_is_counted_not_raised(
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "0.5")  # no time for a backoff
     output = _send(_records(), direct=True)
     assert output.failed == 4
+
+
+def test_metric_points_are_posted_as_the_exporter_posts_them(receiver: Receiver) -> None:
+    """The exporter's own encoding of the same MetricsData, to ``/v1/metrics``, through the
+    poster (its deadline and capped answer); the exporter's export() where it splits."""
+    points = Rebuilder().add(_metric_records(_collection()))
+    assert points
+    output = ExporterOutput("otlp_proto_http")
+    assert output._direct_metrics is not None
+    output.write(points)
+    direct = list(receiver.requests)
+    receiver.requests.clear()
+    assert output.metrics.export(metrics_data(points)).name == "SUCCESS"
+    output.close()
+    assert output.failed == 0
+    assert [r[0] for r in direct] == [r[0] for r in receiver.requests] == ["/v1/metrics"]
+    assert direct[0][2] == receiver.requests[0][2]  # the same bytes
+    assert otlp_http_output.direct_sender(OTLPMetricExporter(), "metrics") is not None
+    splitting = OTLPMetricExporter(max_export_batch_size=10)
+    assert otlp_http_output.direct_sender(splitting, "metrics") is None
 
 
 def test_a_record_the_encoder_cannot_carry_is_left_out(receiver: Receiver) -> None:

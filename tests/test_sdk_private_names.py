@@ -95,7 +95,9 @@ def test_the_otlp_http_exporters_client_keeps_its_request_configuration():
     """``--exporter otlp_proto_http`` posts bytes made straight from checked records as the
     exporter's client would post them (reader/outputs/otlp_http_output.py): to the client's
     ``_endpoint``, with its ``_headers``, ``_compression`` and ``_timeout``, and honours the
-    exporter's ``_max_request_size``: no public attribute says what the client posts. Where
+    exporter's ``_max_request_size`` (and, for metric points, leaves the exporter's
+    ``export`` to split requests where ``_max_export_batch_size`` is set): no public
+    attribute says what the client posts. Where
     the names are missing, the reader falls back to SDK objects; this check fails so that the
     fallback is not taken silently on a version we test with, and so that a client that
     stops posting with these names is noticed."""
@@ -105,9 +107,18 @@ def test_the_otlp_http_exporters_client_keeps_its_request_configuration():
     client_source = inspect.getsource(http._OTLPHTTPClient)
     for used in ("self._endpoint,", "headers=self._headers", "self._timeout", "self._compression"):
         assert used in client_source, used
+    metric_exporter = pytest.importorskip("opentelemetry.exporter.otlp.proto.http.metric_exporter")
+    metric_source = inspect.getsource(metric_exporter.OTLPMetricExporter)
+    for used in (  # the request the reader makes of metric points is the one export() makes
+        "export_request = encode_metrics(metrics_data)",
+        "if self._max_export_batch_size is None:",
+        "_is_request_too_large(serialized_data, self._max_request_size)",
+    ):
+        assert used in metric_source, used
     for kind, exporter_class, path in (
         ("spans", trace_exporter.OTLPSpanExporter, "/t"),
         ("logs", log_exporter.OTLPLogExporter, "/l"),
+        ("metrics", metric_exporter.OTLPMetricExporter, "/m"),
     ):
         exporter = exporter_class(
             endpoint=f"http://127.0.0.1:9{path}",
@@ -123,8 +134,9 @@ def test_the_otlp_http_exporters_client_keeps_its_request_configuration():
             assert client._timeout == 3.5
             assert client._compression.value == "gzip"
             assert type(exporter._max_request_size) is int
-            source = inspect.getsource(exporter_class.export)
-            assert "_is_request_too_large(serialized_data, self._max_request_size)" in source
+            if kind != "metrics":
+                source = inspect.getsource(exporter_class.export)
+                assert "_is_request_too_large(serialized_data, self._max_request_size)" in source
             sender = otlp_http_output.direct_sender(exporter, kind)
             assert sender is not None
             poster = sender._poster

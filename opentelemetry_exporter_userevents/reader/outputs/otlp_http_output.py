@@ -5,7 +5,9 @@
 :mod:`.otlp_proto_direct` makes straight from checked records, the bytes the exporter would
 have made of the SDK objects, posted by :mod:`.otlp_http_post` (a total deadline per
 request, retries within it, a capped answer) where the exporter's client bounds only each
-receive and reads any answer whole.
+receive and reads any answer whole. Metric points are posted the same way, in the request
+the exporter's own encoder makes of them (``encode_metrics``), unless the exporter splits
+its requests (``_max_export_batch_size``).
 
 The exporter is the one its entry point builds (``OTLPSpanExporter``, ``OTLPLogExporter``
 of opentelemetry-exporter-otlp-proto-http), configured as always by its environment
@@ -38,7 +40,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord
+from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint, metrics_data
 from opentelemetry_exporter_userevents.reader.outputs import otlp_proto_direct
 from opentelemetry_exporter_userevents.reader.outputs.otlp_http_post import Poster
 
@@ -47,18 +49,18 @@ _logger = logging.getLogger(__name__)
 _EXPORTERS = {
     "spans": ("opentelemetry.exporter.otlp.proto.http.trace_exporter", "OTLPSpanExporter"),
     "logs": ("opentelemetry.exporter.otlp.proto.http._log_exporter", "OTLPLogExporter"),
+    "metrics": ("opentelemetry.exporter.otlp.proto.http.metric_exporter", "OTLPMetricExporter"),
 }
 _DEFAULT_MAX_REQUEST_SIZE = 64 * 1024 * 1024
 _INTERNAL_METRICS = "OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED"
-_SIGNAL = {"spans": "TRACES", "logs": "LOGS"}
+_SIGNAL = {"spans": "TRACES", "logs": "LOGS", "metrics": "METRICS"}
 
-Encode = Callable[
-    [Sequence[JoinedRecord], otlp_proto_direct.RequestCache], tuple[bytes | None, int]
-]
+Encode = Callable[[Sequence[Any], otlp_proto_direct.RequestCache], tuple[bytes | None, int]]
 
 
 class DirectSender:
-    """Posts the requests of checked records as an OTLP/HTTP exporter's client would."""
+    """Posts the requests of checked records (or of metric points) as an OTLP/HTTP
+    exporter's client would."""
 
     def __init__(self, poster: Poster, max_request_size: int, encode: Encode, kind: str) -> None:
         self._poster = poster
@@ -67,7 +69,7 @@ class DirectSender:
         self._kind = kind
         self._cache = otlp_proto_direct.RequestCache()
 
-    def send(self, records: Sequence[JoinedRecord]) -> int:
+    def send(self, records: Sequence[Any]) -> int:
         """Post one request of ``records``; how many were not delivered (never raises)."""
         try:
             data, failed = self._encode(records, self._cache)
@@ -93,9 +95,10 @@ class DirectSender:
 
 
 def direct_sender(exporter: Any, kind: str) -> DirectSender | None:
-    """A sender of checked ``kind`` ("spans" or "logs") records through ``exporter``'s
-    client, if ``exporter`` is exactly the OTLP/HTTP exporter whose client this module
-    knows; else None (the exporter gets SDK objects)."""
+    """A sender of checked ``kind`` ("spans" or "logs") records, or of metric points
+    ("metrics", encoded as the exporter encodes them), as ``exporter``'s client would send
+    them, if ``exporter`` is exactly the OTLP/HTTP exporter whose client this module knows;
+    else None (the exporter gets SDK objects)."""
     if exporter is None or kind not in _EXPORTERS:
         return None
     if os.environ.get(_INTERNAL_METRICS, "").strip().lower() == "true":
@@ -109,8 +112,26 @@ def direct_sender(exporter: Any, kind: str) -> DirectSender | None:
     max_request_size = getattr(exporter, "_max_request_size", _DEFAULT_MAX_REQUEST_SIZE)
     if type(max_request_size) is not int:
         return None
-    encode = otlp_proto_direct.spans_request if kind == "spans" else otlp_proto_direct.logs_request
+    if kind == "metrics" and getattr(exporter, "_max_export_batch_size", 0) is not None:
+        return None  # the exporter splits its requests (or may): its export() does
+    encode: Encode = _metrics_request
+    if kind == "spans":
+        encode = otlp_proto_direct.spans_request
+    elif kind == "logs":
+        encode = otlp_proto_direct.logs_request
     return DirectSender(poster, max_request_size, encode, kind)
+
+
+def _metrics_request(
+    points: Sequence[MetricPoint], cache: otlp_proto_direct.RequestCache
+) -> tuple[bytes | None, int]:
+    """The exporter's own encoding of the points' MetricsData (its ``export`` makes the
+    same request); ``cache`` is not used."""
+    from opentelemetry.exporter.otlp.proto.common.metrics_encoder import (  # noqa: PLC0415
+        encode_metrics,  # the reader extra's; imported when metric points are posted
+    )
+
+    return encode_metrics(metrics_data(list(points))).SerializeToString(), 0
 
 
 def _poster_like_client(client: Any, kind: str) -> Poster | None:
