@@ -185,4 +185,7 @@ def test_the_estimate_grows_with_the_items() -> None:
     small = estimated_bytes(_joined(_span()))
     assert estimated_bytes(_joined(_span(name="x" * 100_000))) >= small + 99_000
     assert estimated_bytes(_spans(10)) == 10 * small
+    nested = {"k": [["v" * 1000] * 50]}  # one top-level key: the values inside count too
+    assert estimated_bytes(_joined(_log(body=nested))) >= 50_000
+    assert estimated_bytes(_joined(_log(attributes=nested))) >= 50_000
     assert output_stage.kind_of(_joined(_log())[0]) == "logs"

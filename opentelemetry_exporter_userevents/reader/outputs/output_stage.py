@@ -22,6 +22,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 from opentelemetry.sdk._logs import ReadableLogRecord
 from opentelemetry.sdk.trace import ReadableSpan
@@ -41,8 +42,11 @@ MAX_BATCH_ITEMS = 512
 """A read's items go to the queue in batches of at most this many, so one busy read is
 never dropped whole and no batch is near the byte bound alone."""
 ITEM_BYTES = 1024
-"""Estimate of one item's bytes beyond its strings, and of each attribute, event or link
-of a span or log (Python objects, not the wire size)."""
+"""Estimate of one item's fixed part (the objects that hold it; Python objects, not the
+wire size)."""
+VALUE_BYTES = 64
+"""Estimate of each value in an item (a scalar, a container, an entry of a mapping), to
+which a string's or bytes' length is added."""
 NOT_DELIVERED = "stop timeout"
 """Why items counted at stop were not delivered."""
 KINDS = ("spans", "logs", "metric points")
@@ -57,18 +61,32 @@ def kind_of(item: Telemetry) -> str:
 
 
 def estimated_bytes(items: Sequence[Telemetry]) -> int:
-    """The estimate the queue's byte bound counts (:data:`ITEM_BYTES`): per item a fixed
-    part, its strings' lengths and a fixed part per attribute, event and link; bounded by
-    the item's own size, cheap (no walk of nested values)."""
+    """The estimate the queue's byte bound counts: per item :data:`ITEM_BYTES`, and for a
+    span or log every value in it, nested ones too (attributes, events, a log's body), at
+    :data:`VALUE_BYTES` plus a string's length. The walk visits what the decoder built,
+    whose size a record's payload bounds (64 KiB); resources and scopes are shared, not
+    counted. SDK objects and metric points count :data:`ITEM_BYTES` each."""
     total = 0
     for item in items:
         total += ITEM_BYTES
-        if type(item) is JoinedRecord:
-            for value in item.checked:
-                if isinstance(value, str | bytes):
-                    total += len(value)
-                elif isinstance(value, list | tuple | dict):
-                    total += ITEM_BYTES * len(value)
+        if type(item) is not JoinedRecord:
+            continue
+        stack: list[Any] = list(item.checked)
+        pop, extend = stack.pop, stack.extend
+        while stack:
+            value = pop()
+            kind = type(value)
+            if kind is str or kind is bytes:
+                total += VALUE_BYTES + len(value)
+            elif kind is dict:
+                extend(value.keys())
+                extend(value.values())
+                total += VALUE_BYTES
+            elif isinstance(value, list | tuple):
+                extend(value)
+                total += VALUE_BYTES
+            else:
+                total += VALUE_BYTES
     return total
 
 
