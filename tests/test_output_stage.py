@@ -188,4 +188,9 @@ def test_the_estimate_grows_with_the_items() -> None:
     nested = {"k": [["v" * 1000] * 50]}  # one top-level key: the values inside count too
     assert estimated_bytes(_joined(_log(body=nested))) >= 50_000
     assert estimated_bytes(_joined(_log(attributes=nested))) >= 50_000
+    # a large batch is sampled: a batch of hostile items is still estimated at its size
+    hostile = _joined(*[_log(body=nested) for _ in range(MAX_BATCH_ITEMS)])
+    assert estimated_bytes(hostile) >= MAX_BATCH_ITEMS * 50_000
+    plain = _joined(*[_log() for _ in range(MAX_BATCH_ITEMS)])
+    assert estimated_bytes(plain) == MAX_BATCH_ITEMS * estimated_bytes(plain[:1])
     assert output_stage.kind_of(_joined(_log())[0]) == "logs"
