@@ -101,27 +101,57 @@ def test_the_package_names_no_other_private_sdk_module_attribute():
     assert found <= allowed, found - allowed
 
 
-def test_the_otlp_http_exporters_client_takes_serialized_requests():
-    """``--exporter otlp_proto_http`` posts bytes made straight from checked records through
-    the exporter's ``_client.export(serialized_data)`` and honours its ``_max_request_size``
-    (reader/outputs/otlp_http_output.py): no public method takes bytes. Where the names are
-    missing, the reader falls back to SDK objects; this check fails so that the fallback
-    is not taken silently on a version we test with."""
+def test_the_otlp_http_exporters_client_keeps_its_request_configuration():
+    """``--exporter otlp_proto_http`` posts bytes made straight from checked records as the
+    exporter's client would post them (reader/outputs/otlp_http_output.py): to the client's
+    ``_endpoint``, with its ``_headers``, ``_compression`` and ``_timeout``, and honours the
+    exporter's ``_max_request_size`` (and, for metric points, leaves the exporter's
+    ``export`` to split requests where ``_max_export_batch_size`` is set): no public
+    attribute says what the client posts. Where
+    the names are missing, the reader falls back to SDK objects; this check fails so that the
+    fallback is not taken silently on a version we test with, and so that a client that
+    stops posting with these names is noticed."""
     trace_exporter = pytest.importorskip("opentelemetry.exporter.otlp.proto.http.trace_exporter")
     log_exporter = pytest.importorskip("opentelemetry.exporter.otlp.proto.http._log_exporter")
-    for kind, exporter_class in (
-        ("spans", trace_exporter.OTLPSpanExporter),
-        ("logs", log_exporter.OTLPLogExporter),
+    http = pytest.importorskip("opentelemetry.exporter.otlp.common.http")
+    client_source = inspect.getsource(http._OTLPHTTPClient)
+    for used in ("self._endpoint,", "headers=self._headers", "self._timeout", "self._compression"):
+        assert used in client_source, used
+    metric_exporter = pytest.importorskip("opentelemetry.exporter.otlp.proto.http.metric_exporter")
+    metric_source = inspect.getsource(metric_exporter.OTLPMetricExporter)
+    for used in (  # the request the reader makes of metric points is the one export() makes
+        "export_request = encode_metrics(metrics_data)",
+        "if self._max_export_batch_size is None:",
+        "_is_request_too_large(serialized_data, self._max_request_size)",
     ):
-        exporter = exporter_class(endpoint="http://127.0.0.1:9/v1/unused")
+        assert used in metric_source, used
+    for kind, exporter_class, path in (
+        ("spans", trace_exporter.OTLPSpanExporter, "/t"),
+        ("logs", log_exporter.OTLPLogExporter, "/l"),
+        ("metrics", metric_exporter.OTLPMetricExporter, "/m"),
+    ):
+        exporter = exporter_class(
+            endpoint=f"http://127.0.0.1:9{path}",
+            headers={"x-tenant": "t1"},
+            timeout=3.5,
+            compression=trace_exporter.Compression.Gzip,
+        )
         try:
-            export = exporter._client.export
-            assert list(inspect.signature(export).parameters) == ["data"]
+            client = exporter._client
+            assert client._endpoint == f"http://127.0.0.1:9{path}"
+            assert client._headers["x-tenant"] == "t1"
+            assert client._headers["Content-Encoding"] == "gzip"
+            assert client._timeout == 3.5
+            assert client._compression.value == "gzip"
             assert type(exporter._max_request_size) is int
-            source = inspect.getsource(exporter_class.export)
-            assert "self._client.export(serialized_data)" in source
-            assert "export_result.success" in source
-            assert "_is_request_too_large(serialized_data, self._max_request_size)" in source
-            assert otlp_http_output.direct_sender(exporter, kind) is not None
+            if kind != "metrics":
+                source = inspect.getsource(exporter_class.export)
+                assert "_is_request_too_large(serialized_data, self._max_request_size)" in source
+            sender = otlp_http_output.direct_sender(exporter, kind)
+            assert sender is not None
+            poster = sender._poster
+            assert (poster.host, poster.port, poster.path) == ("127.0.0.1", 9, path)
+            assert (poster.timeout, poster.compression) == (3.5, "gzip")
+            assert poster.headers == client._headers
         finally:
             exporter.shutdown()

@@ -39,6 +39,13 @@ def _positive(text: str) -> int:
     return number
 
 
+def _seconds(text: str) -> float:
+    number = float(text)
+    if not number >= 0 or number == float("inf"):
+        raise argparse.ArgumentTypeError("seconds, 0 or more")
+    return number
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="otel-userevents",
@@ -134,6 +141,15 @@ def parser() -> argparse.ArgumentParser:
             "of 64 pages or more; decode, for a trace.dat of 4 MiB or more (a perf.data "
             "decodes in-process). The tree view and --exporter decode in-process",
         )
+    rec.add_argument(
+        "--stop-timeout",
+        type=_seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="on stop (Ctrl-C, SIGTERM, SIGHUP, --duration), deliver what is queued for the "
+        "output for at most SECONDS (default 10, within systemd's 30-s stop timeout), then "
+        "count what was not delivered and exit, even if the output is stuck",
+    )
     rec.add_argument("--rescan-interval", type=float, default=0.5, help=argparse.SUPPRESS)
     rec.add_argument("--resource-wait", type=float, default=11.0, help=argparse.SUPPRESS)
     rec.add_argument("--ready-file", help=argparse.SUPPRESS)

@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 
 """``otel-userevents record``: read our tracepoints through a tracefs instance of its own,
-rebuild spans and logs, and write them to an output (or, with ``--capture``, keep the pages;
-see :mod:`.capture`)."""
+rebuild spans and logs, and hand them to the output's stage, whose thread writes them
+(:mod:`..outputs.output_stage`: reading never waits on a collector; or, with ``--capture``,
+keep the pages; see :mod:`.capture`)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from opentelemetry_exporter_userevents.reader.decode.decoder import TraceRecord
 from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.reader.live.trace_reader import TraceReader
 from opentelemetry_exporter_userevents.reader.outputs.output import Output
+from opentelemetry_exporter_userevents.reader.outputs.output_stage import OutputStage
 from opentelemetry_exporter_userevents.reader.private_file import open_private
 from opentelemetry_exporter_userevents.reader.terminal_text import printable
 from opentelemetry_exporter_userevents.reader.views.kernel_events import KernelEvents, parse_groups
@@ -63,7 +65,7 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return capture(args, reader, tracefs, err)
     groups = parse_groups(args.kernel) if args.kernel else None
     workers = workers_of(args)
-    output = output_of(args, out, workers)
+    output = OutputStage(output_of(args, out, workers), args.stop_timeout)
     views: ProcessViews | None = None
     if not args.no_resource_detection:
         views, notes = live_views()
@@ -113,6 +115,7 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             deadline = started + args.duration if args.duration else None
             try:
                 stop_reason = run_until_stopped(rebuild, deadline, stop, reader.wait)
+                output.stop_by(time.monotonic() + args.stop_timeout)
                 parallel.step(output, last=True)
             except WorkerError as error:  # what was rebuilt is written, then the error
                 failed = error
@@ -217,7 +220,7 @@ _PID = 3  # TraceRecord.pid, and a worker's record's
 
 
 def _summary(
-    reader: TraceReader, rebuilder: Rebuilder, output: Output, started: float, stop: str
+    reader: TraceReader, rebuilder: Rebuilder, output: OutputStage, started: float, stop: str
 ) -> str:
     elapsed = time.monotonic() - started
     decoded = reader.decoder.stats
@@ -230,6 +233,7 @@ def _summary(
         f"{decoded.records} records in {elapsed:.1f} s ({rate:.0f}/s)",
         lost,
         *rebuilt_parts(rebuilder, decoded, output),
+        *output.parts(),
         *discovery_parts(reader),
     ]
     if rebuilder.span_enricher is not None:

@@ -1,22 +1,28 @@
 # Copyright The OpenTelemetry Authors
 # SPDX-License-Identifier: Apache-2.0
 
-"""``--exporter otlp_proto_http`` without SDK objects: the OTLP/HTTP exporter's own HTTP
-client posts the request bytes :mod:`.otlp_proto_direct` makes straight from checked
-records, the bytes the exporter would have made of the SDK objects.
+"""``--exporter otlp_proto_http`` without SDK objects: the request bytes
+:mod:`.otlp_proto_direct` makes straight from checked records, the bytes the exporter would
+have made of the SDK objects, posted by :mod:`.otlp_http_post` (a total deadline per
+request, retries within it, a capped answer) where the exporter's client bounds only each
+receive and reads any answer whole. Metric points are posted the same way, in the request
+the exporter's own encoder makes of them (``encode_metrics``), unless the exporter splits
+its requests (``_max_export_batch_size``).
 
 The exporter is the one its entry point builds (``OTLPSpanExporter``, ``OTLPLogExporter``
 of opentelemetry-exporter-otlp-proto-http), configured as always by its environment
-variables: endpoint (``/v1/traces``, ``/v1/logs``), headers, compression, timeout,
-certificates, credential provider. Only the encoding is replaced: the request goes through
-its client (``_client.export(serialized_data)``, what its ``export`` calls after encoding;
-no public method takes bytes), with its retries (429, 502, 503, 504 and connection errors,
-exponential backoff with jitter, ``Retry-After``, within the timeout), its compression and
-headers, and its size limit (``_max_request_size``: a larger request is dropped and logged,
-as the exporter drops it). These private names are checked by
+variables; the request is made as its client makes it: the client's endpoint
+(``/v1/traces``, ``/v1/logs``), headers (the user's, content type, user agent),
+compression and timeout (``_client._endpoint``, ``_headers``, ``_compression``,
+``_timeout``), the certificates its transport is given (``OTEL_EXPORTER_OTLP_*CERTIFICATE``,
+``*CLIENT_KEY``), and its size limit (``_max_request_size``: a larger request is dropped and
+logged, as the exporter drops it). These private names are checked by
 ``tests/test_sdk_private_names.py`` on the oldest and the newest exporter the package is
 tested with; where one is missing (another version, a subclass, a third-party exporter of
-the same name) the output hands SDK objects to the exporter's ``export`` as before.
+the same name), or the exporter would go through what this module does not do (a
+credential provider's session, a proxy), the output hands SDK objects to the exporter's
+``export`` as before (on the output's thread: it cannot block reading, but it may retry
+per receive).
 
 What differs from the exporter's ``export``: a span or log the encoder cannot carry (a name
 with a lone surrogate, a log body integer beyond 64 bits) is left out and counted, where
@@ -29,37 +35,41 @@ from __future__ import annotations
 
 import logging
 import os
+import ssl
+import urllib.request
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord
+from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint, metrics_data
 from opentelemetry_exporter_userevents.reader.outputs import otlp_proto_direct
+from opentelemetry_exporter_userevents.reader.outputs.otlp_http_post import Poster
 
 _logger = logging.getLogger(__name__)
 
 _EXPORTERS = {
     "spans": ("opentelemetry.exporter.otlp.proto.http.trace_exporter", "OTLPSpanExporter"),
     "logs": ("opentelemetry.exporter.otlp.proto.http._log_exporter", "OTLPLogExporter"),
+    "metrics": ("opentelemetry.exporter.otlp.proto.http.metric_exporter", "OTLPMetricExporter"),
 }
 _DEFAULT_MAX_REQUEST_SIZE = 64 * 1024 * 1024
 _INTERNAL_METRICS = "OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED"
+_SIGNAL = {"spans": "TRACES", "logs": "LOGS", "metrics": "METRICS"}
 
-Encode = Callable[
-    [Sequence[JoinedRecord], otlp_proto_direct.RequestCache], tuple[bytes | None, int]
-]
+Encode = Callable[[Sequence[Any], otlp_proto_direct.RequestCache], tuple[bytes | None, int]]
 
 
 class DirectSender:
-    """Posts the requests of checked records through an OTLP/HTTP exporter's client."""
+    """Posts the requests of checked records (or of metric points) as an OTLP/HTTP
+    exporter's client would."""
 
-    def __init__(self, client: Any, max_request_size: int, encode: Encode, kind: str) -> None:
-        self._client = client
+    def __init__(self, poster: Poster, max_request_size: int, encode: Encode, kind: str) -> None:
+        self._poster = poster
         self._max_request_size = max_request_size
         self._encode = encode
         self._kind = kind
         self._cache = otlp_proto_direct.RequestCache()
 
-    def send(self, records: Sequence[JoinedRecord]) -> int:
+    def send(self, records: Sequence[Any]) -> int:
         """Post one request of ``records``; how many were not delivered (never raises)."""
         try:
             data, failed = self._encode(records, self._cache)
@@ -76,20 +86,19 @@ class DirectSender:
                 self._max_request_size,
             )
             return len(records)
-        try:
-            result = self._client.export(data)
-        except Exception:  # noqa: BLE001 - the client catches its own; count, keep reading
-            _logger.exception("Failed to export %s batch", self._kind)
-            return len(records)
-        if getattr(result, "success", False) is not True:
-            return len(records)  # the client logged why
+        if not self._poster.post(data):
+            return len(records)  # the poster logged why
         return failed
+
+    def close(self) -> None:
+        self._poster.close()
 
 
 def direct_sender(exporter: Any, kind: str) -> DirectSender | None:
-    """A sender of checked ``kind`` ("spans" or "logs") records through ``exporter``'s
-    client, if ``exporter`` is exactly the OTLP/HTTP exporter whose client this module
-    knows; else None (the exporter gets SDK objects)."""
+    """A sender of checked ``kind`` ("spans" or "logs") records, or of metric points
+    ("metrics", encoded as the exporter encodes them), as ``exporter``'s client would send
+    them, if ``exporter`` is exactly the OTLP/HTTP exporter whose client this module knows;
+    else None (the exporter gets SDK objects)."""
     if exporter is None or kind not in _EXPORTERS:
         return None
     if os.environ.get(_INTERNAL_METRICS, "").strip().lower() == "true":
@@ -97,11 +106,90 @@ def direct_sender(exporter: Any, kind: str) -> DirectSender | None:
     module, name = _EXPORTERS[kind]
     if type(exporter).__module__ != module or type(exporter).__qualname__ != name:
         return None  # a subclass or another exporter: its export() may do more
-    client = getattr(exporter, "_client", None)
-    if not callable(getattr(client, "export", None)):
+    poster = _poster_like_client(getattr(exporter, "_client", None), kind)
+    if poster is None:
         return None
     max_request_size = getattr(exporter, "_max_request_size", _DEFAULT_MAX_REQUEST_SIZE)
     if type(max_request_size) is not int:
         return None
-    encode = otlp_proto_direct.spans_request if kind == "spans" else otlp_proto_direct.logs_request
-    return DirectSender(client, max_request_size, encode, kind)
+    if kind == "metrics" and getattr(exporter, "_max_export_batch_size", 0) is not None:
+        return None  # the exporter splits its requests (or may): its export() does
+    encode: Encode = _metrics_request
+    if kind == "spans":
+        encode = otlp_proto_direct.spans_request
+    elif kind == "logs":
+        encode = otlp_proto_direct.logs_request
+    return DirectSender(poster, max_request_size, encode, kind)
+
+
+def _metrics_request(
+    points: Sequence[MetricPoint], cache: otlp_proto_direct.RequestCache
+) -> tuple[bytes | None, int]:
+    """The exporter's own encoding of the points' MetricsData (its ``export`` makes the
+    same request); ``cache`` is not used."""
+    from opentelemetry.exporter.otlp.proto.common.metrics_encoder import (  # noqa: PLC0415
+        encode_metrics,  # the reader extra's; imported when metric points are posted
+    )
+
+    return encode_metrics(metrics_data(list(points))).SerializeToString(), 0
+
+
+def _poster_like_client(client: Any, kind: str) -> Poster | None:
+    """A poster of what ``client`` would post, where it is configured as this module knows
+    and sends nothing through what the poster does not do; else None."""
+    endpoint = getattr(client, "_endpoint", None)
+    headers = getattr(client, "_headers", None)
+    timeout = getattr(client, "_timeout", None)
+    compression = getattr(getattr(client, "_compression", None), "value", None)
+    if not (
+        type(endpoint) is str
+        and type(headers) is dict
+        and all(type(k) is str and type(v) is str for k, v in headers.items())
+        and isinstance(timeout, int | float)
+        and compression in ("none", "gzip", "deflate")
+    ):
+        return None
+    signal = _SIGNAL[kind]
+    for name in (
+        "OTEL_PYTHON_EXPORTER_OTLP_HTTP_CREDENTIAL_PROVIDER",
+        f"OTEL_PYTHON_EXPORTER_OTLP_HTTP_{signal}_CREDENTIAL_PROVIDER",
+    ):
+        if os.environ.get(name):
+            return None  # a session of the provider's making: the exporter's client posts
+    try:
+        poster = Poster(endpoint, headers, float(timeout), compression, kind)
+    except ValueError:
+        return None
+    if urllib.request.getproxies() and not urllib.request.proxy_bypass(poster.host):
+        return None  # requests would go through the proxy; the poster does not
+    if poster.https:
+        poster.ssl_context = _ssl_context(signal)
+    return poster
+
+
+def _setting(signal: str, name: str) -> str | None:
+    return (
+        os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_{name}")
+        or os.environ.get(f"OTEL_EXPORTER_OTLP_{name}")
+        or None
+    )
+
+
+def _ssl_context(signal: str) -> ssl.SSLContext:
+    """The certificates the exporter's transport is given: its CA file (else the bundle
+    requests uses), and a client certificate and key for mTLS."""
+    cafile = _setting(signal, "CERTIFICATE")
+    if cafile is None:
+        cafile = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+    if cafile is None:
+        try:
+            import certifi  # noqa: PLC0415 - requests' bundle, installed with it
+
+            cafile = certifi.where()
+        except ImportError:
+            cafile = None
+    context = ssl.create_default_context(cafile=cafile)
+    certificate = _setting(signal, "CLIENT_CERTIFICATE")
+    if certificate is not None:
+        context.load_cert_chain(certificate, _setting(signal, "CLIENT_KEY"))
+    return context

@@ -130,9 +130,10 @@ class ExporterOutput:
     own environment variables (``OTEL_EXPORTER_OTLP_*`` for ``otlp``).
 
     For ``otlp_proto_http`` (``direct``, the default), spans and logs need no SDK objects:
-    the exporter's own HTTP client posts the request bytes made straight from checked
-    records (:mod:`.otlp_http_output`), and ``sdk_objects`` is False. Metric points, and
-    every other exporter, get SDK objects."""
+    the request bytes made straight from checked records are posted as the exporter's
+    client would, within a deadline per request (:mod:`.otlp_http_output`), and
+    ``sdk_objects`` is False; metric points are posted the same way, encoded by the
+    exporter's encoder. Every other exporter gets SDK objects."""
 
     sdk_objects = True
 
@@ -154,6 +155,9 @@ class ExporterOutput:
         """Spans and logs the exporters did not take."""
         self._direct_spans = otlp_http_output.direct_sender(self.spans, "spans") if direct else None
         self._direct_logs = otlp_http_output.direct_sender(self.logs, "logs") if direct else None
+        self._direct_metrics = (
+            otlp_http_output.direct_sender(self.metrics, "metrics") if direct else None
+        )
         if (self.spans is None or self._direct_spans is not None) and (
             self.logs is None or self._direct_logs is not None
         ):
@@ -182,7 +186,9 @@ class ExporterOutput:
             if getattr(result, "name", None) != "SUCCESS":
                 self.failed += len(batch)
         points = _metric_points(items)
-        if self.metrics is not None and points:
+        if self._direct_metrics is not None and points:
+            self.failed += self._direct_metrics.send(points)
+        elif self.metrics is not None and points:
             try:
                 result = self.metrics.export(metrics_data(points))
             except Exception:  # noqa: BLE001 - a third-party exporter; count, keep reading
@@ -191,6 +197,9 @@ class ExporterOutput:
                 self.failed += len(points)
 
     def close(self) -> None:
+        for sender in (self._direct_spans, self._direct_logs, self._direct_metrics):
+            if sender is not None:
+                sender.close()
         for exporter in (self.spans, self.logs, self.metrics):
             if exporter is not None:
                 exporter.shutdown()

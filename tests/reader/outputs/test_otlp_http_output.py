@@ -1,11 +1,11 @@
 # Copyright The OpenTelemetry Authors
 # SPDX-License-Identifier: Apache-2.0
 
-"""``--exporter otlp_proto_http`` posts the bytes made straight from checked records
-through the exporter's own client: to a local receiver, the same requests as the exporter
-sends for the SDK objects of the same records (URL path, headers, compression, content),
-the exporter's retries and failures, counted and never raised; and SDK objects where the
-client is not there."""
+"""``--exporter otlp_proto_http`` posts the bytes made straight from checked records as the
+exporter's own client would: to a local receiver, the same requests as the exporter sends
+for the SDK objects of the same records (URL path, headers, compression, content), the
+exporter's retries and failures, counted and never raised; and SDK objects where the
+client is not there. Collectors that misbehave: tests/reader/outputs/test_otlp_http_post.py."""
 
 from __future__ import annotations
 
@@ -24,6 +24,9 @@ pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs  # noqa: E402
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans  # noqa: E402
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter  # noqa: E402
+from opentelemetry.exporter.otlp.proto.http.metric_exporter import (  # noqa: E402
+    OTLPMetricExporter,
+)
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # noqa: E402
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (  # noqa: E402
     ExportLogsServiceRequest,
@@ -38,6 +41,7 @@ from opentelemetry_exporter_userevents._export.span_encoder import encode_span  
 from opentelemetry_exporter_userevents.abi.ring_buffer import FTRACE_MAX_PAYLOAD  # noqa: E402
 from opentelemetry_exporter_userevents.reader import cli  # noqa: E402
 from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Rebuilder  # noqa: E402
+from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import metrics_data  # noqa: E402
 from opentelemetry_exporter_userevents.reader.outputs import otlp_http_output, otlp_json
 from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutput  # noqa: E402
 from opentelemetry_exporter_userevents.record import schema  # noqa: E402
@@ -47,6 +51,8 @@ from tests.reader.outputs.test_otlp_proto_direct import _joined, _log, _span  # 
 from tests.support.captures import format_text  # noqa: E402
 from tests.support.pages import data_event, page, record  # noqa: E402
 from tests.support.span_fixtures import make_logs, make_spans  # noqa: E402
+from tests.test_metric_exporter import _collection  # noqa: E402
+from tests.test_metric_exporter import _records as _metric_records  # noqa: E402
 
 
 class Receiver:
@@ -129,7 +135,9 @@ def _send(records: list[JoinedRecord], direct: bool) -> ExporterOutput:
 def test_the_same_requests_as_the_exporter(
     receiver: Receiver, monkeypatch: pytest.MonkeyPatch, compression: str
 ) -> None:
-    """The same paths, headers (content type, compression, the user's) and content."""
+    """The same paths, headers (content type, compression, user agent, the user's) and
+    content; only the transport's own differ (the poster asks for an uncompressed answer:
+    its capped read is all there is)."""
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", compression)
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-tenant=t1,authorization=Bearer%20x")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_LOGS_HEADERS", "x-tenant=logs")
@@ -141,7 +149,11 @@ def test_the_same_requests_as_the_exporter(
     exporter = list(receiver.requests)
     assert [r[0] for r in direct] == [r[0] for r in exporter] == ["/v1/traces", "/v1/logs"]
     for (path, got_headers, got), (_, want_headers, want) in zip(direct, exporter, strict=True):
-        assert got_headers == want_headers
+        transport = {"accept", "accept-encoding", "connection"}
+        assert {k: v for k, v in got_headers.items() if k not in transport} == {
+            k: v for k, v in want_headers.items() if k not in transport
+        }
+        assert got_headers["accept-encoding"] == "identity" and "user-agent" in got_headers
         assert got_headers["content-type"] == "application/x-protobuf"
         assert got_headers.get("content-encoding") == ("gzip" if compression == "gzip" else None)
         if path == "/v1/traces":
@@ -194,6 +206,26 @@ def test_no_receiver_is_counted_not_raised(
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "0.5")  # no time for a backoff
     output = _send(_records(), direct=True)
     assert output.failed == 4
+
+
+def test_metric_points_are_posted_as_the_exporter_posts_them(receiver: Receiver) -> None:
+    """The exporter's own encoding of the same MetricsData, to ``/v1/metrics``, through the
+    poster (its deadline and capped answer); the exporter's export() where it splits."""
+    points = Rebuilder().add(_metric_records(_collection()))
+    assert points
+    output = ExporterOutput("otlp_proto_http")
+    assert output._direct_metrics is not None
+    output.write(points)
+    direct = list(receiver.requests)
+    receiver.requests.clear()
+    assert output.metrics.export(metrics_data(points)).name == "SUCCESS"
+    output.close()
+    assert output.failed == 0
+    assert [r[0] for r in direct] == [r[0] for r in receiver.requests] == ["/v1/metrics"]
+    assert direct[0][2] == receiver.requests[0][2]  # the same bytes
+    assert otlp_http_output.direct_sender(OTLPMetricExporter(), "metrics") is not None
+    splitting = OTLPMetricExporter(max_export_batch_size=10)
+    assert otlp_http_output.direct_sender(splitting, "metrics") is None
 
 
 def test_a_record_the_encoder_cannot_carry_is_left_out(receiver: Receiver) -> None:

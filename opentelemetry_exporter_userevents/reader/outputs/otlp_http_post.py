@@ -1,0 +1,218 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""One OTLP/HTTP request that can neither hang nor balloon: a total deadline (connect, send,
+every byte of the answer, and the retries between), and a cap on the answer's body.
+
+The exporter's own client bounds each receive, not the request: a collector that dribbles
+its answer a byte at a time keeps it for as long as it likes, and it reads a whole error
+body into memory, however large. Here a watchdog cuts the connection at the deadline (a
+blocked receive returns at once), and at most :data:`MAX_RESPONSE_BODY` bytes of an answer
+are read (past that the connection is closed, unread). Retries are the exporter's: 429,
+502, 503, 504 and connection errors, exponential backoff with jitter, ``Retry-After``
+honoured, none past the deadline; other answers are not retried. One connection is kept
+for the next request when its answer was read whole. The name lookup (``getaddrinfo``)
+cannot be cut: the resolver's own timeouts bound it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import http.client
+import logging
+import math
+import random
+import socket
+import ssl
+import threading
+import time
+import zlib
+from collections.abc import Callable, Mapping
+from datetime import timezone
+from email.utils import parsedate_to_datetime
+from typing import NamedTuple
+from urllib.parse import urlsplit
+
+_logger = logging.getLogger(__name__)
+
+MAX_RESPONSE_BODY = 64 * 1024
+"""Bytes of an answer's body read at most (OTLP answers are small: a partial success or an
+error message); a larger one is not read and its connection is closed."""
+MAX_ATTEMPTS = 6
+"""Attempts per request, as the exporter's client makes."""
+RETRYABLE = frozenset({429, 502, 503, 504})
+"""Answers retried, as the exporter's client retries them."""
+_DEADLINE = "the request's deadline passed"
+JITTER = 0.2
+"""Each backoff (1, 2, 4... s) is multiplied by a random factor within 1 ± this."""
+
+
+class Answer(NamedTuple):
+    status: int | None
+    """None: no answer (``error`` says why)."""
+    reason: str
+    retry_after: float | None
+    error: str | None
+
+
+class Poster:
+    """Posts request bytes to one OTLP/HTTP endpoint (``http`` or ``https``)."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        headers: Mapping[str, str],
+        timeout: float,
+        compression: str,
+        kind: str,
+        ssl_context: ssl.SSLContext | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        parts = urlsplit(endpoint)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http or https endpoint: {endpoint!r}")
+        if compression not in ("none", "gzip", "deflate"):
+            raise ValueError(f"unknown compression {compression!r}")
+        self.host = parts.hostname
+        self.port = parts.port
+        self.https = parts.scheme == "https"
+        self.path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        self.headers = dict(headers)
+        if compression != "none" and not any(k.lower() == "content-encoding" for k in headers):
+            self.headers["Content-Encoding"] = compression
+        self.timeout = timeout
+        self.compression = compression
+        self.kind = kind
+        self.ssl_context = ssl_context
+        self.sleep = sleep
+        self._connection: http.client.HTTPConnection | None = None
+
+    def post(self, data: bytes) -> bool:
+        """Post ``data`` (compressed here) until it is taken or the deadline; whether it was
+        taken. Never raises; failures are logged as the exporter's client logs them."""
+        if self.compression == "gzip":
+            data = gzip.compress(data)
+        elif self.compression == "deflate":
+            data = zlib.compress(data)
+        deadline = time.monotonic() + self.timeout
+        for attempt in range(MAX_ATTEMPTS):
+            answer = self._attempt(data, deadline)
+            if answer.status is not None and 200 <= answer.status < 400:
+                return True
+            retryable = answer.status in RETRYABLE if answer.status else answer.error is not None
+            if not retryable:
+                _logger.error(
+                    "Failed to export %s batch code: %s, reason: %s",
+                    self.kind,
+                    answer.status,
+                    answer.reason or answer.error or "unknown",
+                )
+                return False
+            backoff = 2**attempt * random.uniform(1 - JITTER, 1 + JITTER)
+            if answer.retry_after is not None:
+                backoff = answer.retry_after
+            if attempt + 1 == MAX_ATTEMPTS or backoff > deadline - time.monotonic():
+                _logger.error(
+                    "Failed to export %s batch due to timeout or max retries (last: %s).",
+                    self.kind,
+                    answer.status or answer.error,
+                )
+                return False
+            _logger.warning(
+                "Transient error %s encountered while exporting %s batch, retrying in %.2fs.",
+                answer.status or answer.error,
+                self.kind,
+                backoff,
+            )
+            self.sleep(backoff)
+        return False  # not reached: the last attempt returns
+
+    def _attempt(self, data: bytes, deadline: float) -> Answer:
+        """One request (again at once on a new connection, if a kept one was stale)."""
+        reused = self._connection is not None
+        answer = self._request(data, deadline)
+        if reused and answer.error is not None and time.monotonic() < deadline:
+            answer = self._request(data, deadline)
+        return answer
+
+    def _request(self, data: bytes, deadline: float) -> Answer:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return Answer(None, _DEADLINE, None, None)  # no time: not retried
+        connection = self._connection or self._connect(left)
+        self._connection = None
+        if connection.sock is not None:
+            connection.sock.settimeout(left)  # a kept connection: this request's time
+        cut = threading.Event()
+        watchdog = threading.Timer(left, _cut, (connection, cut))
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            connection.request("POST", self.path, data, self.headers)
+            response = connection.getresponse()
+            status, reason = response.status, response.reason
+            retry_after = _retry_after(response.getheader("Retry-After"))
+            length = response.getheader("Content-Length")
+            whole = not (
+                length is not None and length.isdigit() and int(length) > MAX_RESPONSE_BODY
+            )
+            if whole:
+                whole = len(response.read(MAX_RESPONSE_BODY + 1)) <= MAX_RESPONSE_BODY
+            if cut.is_set():  # an answer cut short may look whole: it is not one
+                connection.close()
+                return Answer(None, _DEADLINE, None, None)
+            if whole and not response.will_close:
+                self._connection = connection  # read whole: the next request may use it
+            else:
+                connection.close()
+            return Answer(status, reason, retry_after, None)
+        except Exception as error:  # noqa: BLE001 - anything the peer did: no answer
+            connection.close()
+            if cut.is_set():
+                return Answer(None, _DEADLINE, None, None)  # not retried
+            return Answer(None, "", None, f"{type(error).__name__}: {error}")
+        finally:
+            watchdog.cancel()
+
+    def _connect(self, timeout: float) -> http.client.HTTPConnection:
+        if self.https:
+            return http.client.HTTPSConnection(
+                self.host, self.port, timeout=timeout, context=self.ssl_context
+            )
+        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+
+def _cut(connection: http.client.HTTPConnection, cut: threading.Event) -> None:
+    """The deadline: shut the connection's socket down, so that a receive blocked in it
+    returns (the plain socket's shutdown, also under TLS)."""
+    cut.set()
+    sock = connection.sock
+    if sock is not None:
+        try:
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+def _retry_after(value: str | None) -> float | None:
+    """``Retry-After`` in seconds (delay-seconds or an HTTP date), None if absent or not
+    understood."""
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            at = parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if at.tzinfo is None:
+            at = at.replace(tzinfo=timezone.utc)
+        return max(at.timestamp() - time.time(), 0.0)
+    return max(seconds, 0.0) if math.isfinite(seconds) else None

@@ -1,0 +1,237 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""The output as a stage of its own: a thread that owns the :class:`~.output.Output` and
+calls its ``write`` and ``close``, fed through a :class:`~.bounded_queue.BoundedQueue`.
+
+The read loop hands each batch to :meth:`OutputStage.write`, which never waits: a collector
+that is slow, refuses connections or never answers cannot keep the reader from its buffers
+(or from listening to an app that announces itself). Stopping has a deadline: the stage
+drains until then, and what it has not delivered by then (queued, or in the output's
+hands) is counted as not delivered; its thread is a daemon thread, so a stuck third-party
+exporter cannot keep the process from exiting.
+
+Every item handed to the stage is counted once: written (handed to the output's ``write``,
+which counts in ``failed`` what it could not write), dropped by reason (``output: queue
+full``), or not delivered at stop; until then it is queued or in flight.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from opentelemetry.sdk._logs import ReadableLogRecord
+from opentelemetry.sdk.trace import ReadableSpan
+
+from opentelemetry_exporter_userevents.reader.decode.checked_records import CheckedSpan
+from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Telemetry
+from opentelemetry_exporter_userevents.reader.outputs.bounded_queue import BoundedQueue
+from opentelemetry_exporter_userevents.reader.outputs.output import Output
+
+STAGE = "output"
+MAX_QUEUED_BATCHES = 256
+"""Batches queued for the output; with :data:`MAX_BATCH_ITEMS`, at most 131072 items."""
+MAX_QUEUED_BYTES = 64 * 1024 * 1024
+"""Estimated bytes queued for the output (:func:`estimated_bytes`): within the reader's
+memory limit with room for everything else."""
+MAX_BATCH_ITEMS = 512
+"""A read's items go to the queue in batches of at most this many, so one busy read is
+never dropped whole and no batch is near the byte bound alone."""
+ITEM_BYTES = 1024
+"""Estimate of one item's fixed part (the objects that hold it; Python objects, not the
+wire size)."""
+SAMPLED_ITEMS = 32
+"""Items of a batch whose values are walked for its byte estimate."""
+VALUE_BYTES = 64
+"""Estimate of each value in an item (a scalar, a container, an entry of a mapping), to
+which a string's or bytes' length is added."""
+NOT_DELIVERED = "stop timeout"
+"""Why items counted at stop were not delivered."""
+KINDS = ("spans", "logs", "metric points")
+
+
+def kind_of(item: Telemetry) -> str:
+    if type(item) is JoinedRecord:
+        return "spans" if type(item.checked) is CheckedSpan else "logs"
+    if isinstance(item, ReadableSpan):
+        return "spans"
+    return "logs" if isinstance(item, ReadableLogRecord) else "metric points"
+
+
+def estimated_bytes(items: Sequence[Telemetry]) -> int:
+    """The estimate the queue's byte bound counts, per batch: :data:`ITEM_BYTES` per item,
+    and the values of up to :data:`SAMPLED_ITEMS` items drawn at random (all of a smaller
+    batch), scaled to the batch: an unbiased estimate a writer cannot aim at, for a tenth
+    of the cost of walking every item on the read path."""
+    count = len(items)
+    if count <= SAMPLED_ITEMS:
+        return count * ITEM_BYTES + sum(map(_value_bytes, items))
+    sample = random.sample(range(count), SAMPLED_ITEMS)
+    values = sum(_value_bytes(items[n]) for n in sample)
+    return count * ITEM_BYTES + values * count // SAMPLED_ITEMS
+
+
+def _value_bytes(item: Telemetry) -> int:
+    """A span's or log's values, nested ones too (attributes, events, a log's body), at
+    :data:`VALUE_BYTES` each plus a string's length: what the decoder built, whose size
+    the record's payload bounds (64 KiB). Resources and scopes are shared, not counted;
+    SDK objects and metric points count none."""
+    if type(item) is not JoinedRecord:
+        return 0
+    total = 0
+    stack: list[Any] = list(item.checked)
+    pop, extend = stack.pop, stack.extend
+    while stack:
+        value = pop()
+        kind = type(value)
+        if kind is str or kind is bytes:
+            total += VALUE_BYTES + len(value)
+        elif kind is dict:
+            extend(value.keys())
+            extend(value.values())
+            total += VALUE_BYTES
+        elif isinstance(value, list | tuple):
+            extend(value)
+            total += VALUE_BYTES
+        else:
+            total += VALUE_BYTES
+    return total
+
+
+class OutputStage:
+    """An :class:`~.output.Output` whose ``write`` queues and returns at once (the same
+    protocol: the read loop does not change); ``close`` drains until the stop deadline."""
+
+    def __init__(
+        self,
+        output: Output,
+        stop_timeout: float,
+        max_batches: int = MAX_QUEUED_BATCHES,
+        max_bytes: int = MAX_QUEUED_BYTES,
+    ) -> None:
+        self.output = output
+        self.sdk_objects = output.sdk_objects
+        self.stop_timeout = stop_timeout
+        self.failed = 0
+        """The output's ``failed``, and batches its ``write`` raised for; updated by the
+        stage's thread after each write."""
+        self.queue: BoundedQueue[tuple[list[Telemetry], Counter[str]]] = BoundedQueue(
+            STAGE, max_batches, max_bytes
+        )
+        self.deadline: float | None = None
+        """When stopping ends (monotonic); set by :meth:`stop_by` or :meth:`close`."""
+        self._lock = threading.Lock()
+        self._queued: Counter[str] = Counter()
+        self._in_flight: Counter[str] = Counter()
+        self.written: Counter[str] = Counter()
+        self.dropped: dict[str, Counter[str]] = {}
+        """Items by kind, by ``stage: reason``."""
+        self.not_delivered: Counter[str] = Counter()
+        self._raised = 0
+        self._stopped = False
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="otel-userevents output")
+        self._thread.daemon = True  # a stuck exporter must not keep the process alive
+        self._thread.start()
+
+    def write(self, items: Sequence[Telemetry]) -> None:
+        """Queue ``items`` in batches; never waits (after :meth:`stop_by`, waits for room
+        until the deadline: reading has stopped)."""
+        for start in range(0, len(items), MAX_BATCH_ITEMS):
+            batch = list(items[start : start + MAX_BATCH_ITEMS])
+            kinds = Counter(kind_of(item) for item in batch)
+            with self._lock:  # counted first: the thread may take it at once
+                self._queued.update(kinds)
+            reason = self.queue.put((batch, kinds), estimated_bytes(batch), self.deadline)
+            if reason is not None:
+                with self._lock:
+                    self._queued.subtract(kinds)
+                    self.dropped.setdefault(reason, Counter()).update(kinds)
+
+    def _run(self) -> None:
+        output = self.output
+        while (queued := self.queue.get()) is not None:
+            batch, kinds = queued
+            with self._lock:
+                if self._stopped:
+                    return  # counted as not delivered at stop
+                self._queued.subtract(kinds)
+                self._in_flight = kinds
+            try:
+                output.write(batch)
+            except Exception:  # noqa: BLE001 - an output that raises loses its batch, counted
+                self._raised += len(batch)
+            with self._lock:
+                if self._stopped:
+                    return  # the whole batch was counted as not delivered at stop
+                self._in_flight = Counter()
+                self.written.update(kinds)
+                self.failed = output.failed + self._raised
+        try:
+            output.close()
+        except Exception:  # noqa: BLE001 - a third-party exporter's shutdown; nothing is lost
+            pass
+        finally:
+            with self._lock:
+                if not self._stopped:
+                    self.failed = output.failed + self._raised
+            self._done.set()
+
+    def stop_by(self, deadline: float) -> None:
+        """Reading has stopped: the last writes may wait for room until ``deadline``, and
+        :meth:`close` drains until then."""
+        self.deadline = deadline
+
+    def close(self) -> None:
+        """Deliver what is queued until the deadline (:meth:`stop_by`; else now plus the stop
+        timeout), then count what was not delivered and return, even if the output is stuck."""
+        if self.deadline is None:
+            self.deadline = time.monotonic() + self.stop_timeout
+        self.queue.close()
+        self._done.wait(max(0.0, self.deadline - time.monotonic()))
+        with self._lock:
+            if self._done.is_set():
+                return
+            self._stopped = True
+            left = Counter(self._in_flight)
+            left.update(self._queued)
+            self.queue.take_all()
+            self._queued = Counter()
+            self.not_delivered.update(left)  # ``failed`` stays as before this batch
+
+    def counts(self) -> tuple[int, Counter[str]]:
+        """Batches queued, and the items queued or in flight by kind."""
+        batches, _bytes, _dropped = self.queue.counts()
+        with self._lock:
+            waiting = Counter(self._queued)
+            waiting.update(self._in_flight)
+        return batches, +waiting
+
+    def parts(self) -> list[str]:
+        """For the progress line and the summary: what waits for the output, what was
+        dropped on the way (by reason) and what was not delivered; nothing when all is well."""
+        batches, waiting = self.counts()
+        with self._lock:
+            dropped = {reason: +kinds for reason, kinds in self.dropped.items()}
+            not_delivered = +self.not_delivered
+        parts = []
+        if batches or waiting:
+            parts.append(f"{_items(waiting)} queued for the output ({batches} batches)")
+        for reason, kinds in sorted(dropped.items()):
+            if kinds:
+                parts.append(f"{_items(kinds)} dropped ({reason})")
+        if not_delivered:
+            parts.append(f"{_items(not_delivered)} not delivered: {NOT_DELIVERED}")
+        return parts
+
+
+def _items(kinds: Counter[str]) -> str:
+    named = [f"{kinds[kind]} {kind}" for kind in KINDS if kinds[kind]]
+    if len(named) <= 1:
+        return named[0] if named else "0 items"
+    return ", ".join(named[:-1]) + " and " + named[-1]
