@@ -36,13 +36,7 @@ from opentelemetry_exporter_userevents.reader.live.trace_reader import TraceRead
 from opentelemetry_exporter_userevents.reader.outputs.output import Output
 from opentelemetry_exporter_userevents.reader.private_file import open_private
 from opentelemetry_exporter_userevents.reader.terminal_text import printable
-from opentelemetry_exporter_userevents.reader.workers import (
-    WorkerError,
-    WorkerPool,
-    cpu_records,
-    prechecked,
-    trace_records,
-)
+from opentelemetry_exporter_userevents.reader.workers import WorkerError, WorkerPool, cpu_records
 
 _TIMESTAMP = itemgetter(0)  # TraceRecord.timestamp, and a worker's record's
 WORKERS_FROM = 4 << 20
@@ -211,9 +205,8 @@ def _decode_with_workers(
     streams = decoded.cpu_pages()
     ahead = max(1, 2 * pool.count // max(1, len(streams)))
     merged = heapq.merge(*(cpu_records(pool, s, ahead) for s in streams), key=_TIMESTAMP)
-    prechecked(rebuilder)
     for batch in batches(merged):  # type: ignore[arg-type]
-        output.write(rebuilder.add(trace_records(batch)))
+        output.write(rebuilder.add(batch))
 
 
 def _add_stats(stats: DecoderStats, pool: WorkerPool) -> None:

@@ -9,8 +9,10 @@ any of them: the same text, key order included.
 Each record comes joined to the SDK ``Resource`` and ``InstrumentationScope`` objects the
 :class:`~.rebuild.Rebuilder` keeps (one per distinct resource and scope): they group the
 records exactly as the encoder groups them (by their own equality, first seen first), and
-their encoded form is made once, not per record. Everything else is written from the
-checked values, as the SDK would have kept them and the encoder written them:
+their encoded form is made once, not per record. A record a worker encoded
+(:class:`.EncodedRecord`, made with :func:`span_item` or :func:`log_item` where it was
+decoded) comes with its item. Everything else is written from the checked values, as the
+SDK would have kept them and the encoder written them:
 
 - attributes as the SDK cleans them (keys ``""`` left out, at every level), an attribute
   the encoder cannot carry left out (an integer beyond 64 bits, a string with a lone
@@ -46,7 +48,8 @@ from opentelemetry_exporter_userevents.reader.decode.checked_records import (
     CheckedLog,
     CheckedSpan,
 )
-from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord
+from opentelemetry_exporter_userevents.reader.decode.joinable import EncodedRecord
+from opentelemetry_exporter_userevents.reader.join.joined_record import JoinedRecord
 
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
@@ -67,19 +70,38 @@ class Unrepresentable(ValueError):
 def spans_line(
     records: Iterable[JoinedRecord], cache: EncodedCache[str] | None = None
 ) -> tuple[str | None, int]:
-    """An ExportTraceServiceRequest of checked spans, as ``otlp_json.dumps`` writes what
-    :func:`.otlp_json.spans_request` makes of their SDK objects; None if none could be
-    written; and how many were left out."""
-    return _line(records, _span, "resourceSpans", "scopeSpans", "spans", cache)
+    """An ExportTraceServiceRequest of checked spans (or workers' encoded ones), as
+    ``otlp_json.dumps`` writes what :func:`.otlp_json.spans_request` makes of their SDK
+    objects; None if none could be written; and how many were left out."""
+    return _line(records, _span_or_item, "resourceSpans", "scopeSpans", "spans", cache)
 
 
 def logs_line(
     records: Iterable[JoinedRecord], cache: EncodedCache[str] | None = None
 ) -> tuple[str | None, int]:
-    """An ExportLogsServiceRequest of checked logs, as ``otlp_json.dumps`` writes what
-    :func:`.otlp_json.logs_request` makes of their SDK objects; None if none could be
-    written; and how many were left out."""
-    return _line(records, _log, "resourceLogs", "scopeLogs", "logRecords", cache)
+    """An ExportLogsServiceRequest of checked logs (or workers' encoded ones), as
+    ``otlp_json.dumps`` writes what :func:`.otlp_json.logs_request` makes of their SDK
+    objects; None if none could be written; and how many were left out."""
+    return _line(records, _log_or_item, "resourceLogs", "scopeLogs", "logRecords", cache)
+
+
+def _span_or_item(record: CheckedSpan | CheckedLog | EncodedRecord) -> str:
+    if type(record) is CheckedSpan:
+        return span_item(record)
+    return _encoded(record)
+
+
+def _log_or_item(record: CheckedSpan | CheckedLog | EncodedRecord) -> str:
+    if type(record) is CheckedLog:
+        return log_item(record)
+    return _encoded(record)
+
+
+def _encoded(record: CheckedSpan | CheckedLog | EncodedRecord) -> str:
+    """A worker's item (a record of the other kind: a caller's mistake, left out)."""
+    if type(record) is EncodedRecord and record.item is not None:
+        return record.item
+    raise Unrepresentable("OTLP cannot carry it, or not of this request's kind")
 
 
 _E = TypeVar("_E")
@@ -214,7 +236,9 @@ def _scope(scope: InstrumentationScope | None) -> str:
     return "{" + ",".join(parts) + "}"
 
 
-def _span(span: CheckedSpan) -> str:
+def span_item(span: CheckedSpan) -> str:
+    """A span's item in a ``spans`` list (raises :class:`Unrepresentable` where the
+    encoder would refuse the span)."""
     parts = [f'{{"traceId":"{span.trace_id:032x}","spanId":"{span.span_id:016x}"']
     if span.trace_state:
         trace_state = ",".join(f"{k}={v}" for k, v in span.trace_state)
@@ -286,7 +310,9 @@ def _link(link: CheckedLink) -> str:
     return "".join(parts)
 
 
-def _log(log: CheckedLog) -> str:
+def log_item(log: CheckedLog) -> str:
+    """A log's item in a ``logRecords`` list (raises :class:`Unrepresentable` where the
+    encoder would refuse the log)."""
     parts = []
     if log.time_ns:
         parts.append(f'"timeUnixNano":"{log.time_ns}"')
