@@ -32,11 +32,8 @@ from opentelemetry_exporter_userevents.reader.decode.decoder import (
 )
 from opentelemetry_exporter_userevents.reader.decode.joinable import EncodedRecord, RejectedRecord
 from opentelemetry_exporter_userevents.reader.decode.validation import InvalidRecord, RecordChecker
-from opentelemetry_exporter_userevents.reader.outputs.otlp_json_direct import (
-    Unrepresentable,
-    log_item,
-    span_item,
-)
+from opentelemetry_exporter_userevents.reader.outputs.grouping import Unrepresentable
+from opentelemetry_exporter_userevents.reader.outputs.otlp_json_direct import log_item, span_item
 from opentelemetry_exporter_userevents.record.tracepoints import LOG_KIND, SPAN_KIND
 
 Decoded = TraceRecord | EncodedRecord | RejectedRecord

@@ -26,6 +26,7 @@ from opentelemetry_exporter_userevents.reader.outputs import (
     otlp_json,
     otlp_json_direct,
 )
+from opentelemetry_exporter_userevents.reader.outputs.grouping import EncodedCache
 from opentelemetry_exporter_userevents.reader.outputs.tree_view import TreeView
 
 
@@ -71,7 +72,7 @@ class OtlpJsonOutput:
         self.out = out
         self.failed = 0
         """Spans and logs the OTLP encoder could not carry, left out."""
-        self._encoded = otlp_json_direct.EncodedCache[str]()
+        self._encoded = EncodedCache[str]()
 
     def write(self, items: Sequence[Telemetry]) -> None:
         joined = [i for i in items if type(i) is JoinedRecord]
