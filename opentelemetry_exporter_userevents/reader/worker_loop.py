@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 
 """What a decoding worker does with a chunk of pages (:mod:`.workers`): decode, check at
-the validation boundary, and encode each span or log as its OTLP/JSON item
-(:func:`decode_chunk`).
+the validation boundary, and encode each span or log as its OTLP/JSON item; the main
+process does the same with a chunk whose worker died (:func:`decode_chunk`), so the result
+is the same either way.
 
 A worker sends back, per record: an :class:`.EncodedRecord` for a span or log that passed
 the checks (its item, and what the join reads), a :class:`.RejectedRecord` for one that did
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import os
 import queue
-import signal
 import threading
 import traceback
 from collections.abc import Iterable, Sequence
@@ -109,10 +109,7 @@ def serve(
 ) -> None:
     """A worker: formats and chunks of pages in, decoded chunks out, until its pipe closes.
     Results go out through a thread, so the worker keeps taking chunks while the main
-    process is busy (neither side ever blocks on the other's full pipe). It ignores Ctrl-C,
-    SIGTERM and SIGHUP: the main process decides when it stops (it closes the pipe)."""
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, signal.SIG_IGN)
+    process is busy (neither side ever blocks on the other's full pipe)."""
     decoder = RecordDecoder(prefixes, layout)
     checker = RecordChecker()
     outgoing: queue.Queue[Any] = queue.Queue()
@@ -126,6 +123,7 @@ def serve(
 
     sender = threading.Thread(target=send, daemon=True)
     sender.start()
+    outgoing.put(("ready",))  # its imports done: from now on, a chunk takes little time
     try:
         while True:
             try:

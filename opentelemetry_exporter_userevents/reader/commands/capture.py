@@ -199,7 +199,9 @@ def _decode_with_workers(
 ) -> None:
     """As the in-process loop, the CPUs' records merged by timestamp in the same order
     (the streams in the same order, each CPU's in page order), decoded, checked and
-    encoded by the workers a chunk at a time, a few chunks ahead per CPU."""
+    encoded by the workers a chunk at a time, a few chunks ahead per CPU; a worker that
+    died is a :class:`.WorkerError` once every record is handed on (its chunks were
+    decoded here)."""
     assert decoded.cpu_pages is not None
     pool.add_formats(decoded.formats)
     streams = decoded.cpu_pages()
@@ -207,6 +209,9 @@ def _decode_with_workers(
     merged = heapq.merge(*(cpu_records(pool, s, ahead) for s in streams), key=_TIMESTAMP)
     for batch in batches(merged):  # type: ignore[arg-type]
         output.write(rebuilder.add(batch))
+    error = pool.error()
+    if error is not None:
+        raise error
 
 
 def _add_stats(stats: DecoderStats, pool: WorkerPool) -> None:

@@ -136,7 +136,9 @@ class _Parallel:
     were read and sorted by timestamp (stable), exactly as ``reader.read()`` orders them,
     and go to the rebuilder: one read in flight, so the workers decode the next while the
     main process rebuilds and writes. Formats found by a rescan are sent after the pages
-    read before it (decoded without them, as in-process)."""
+    read before it (decoded without them, as in-process). A worker that dies costs no page
+    (the pool decodes its chunks here): the last step, once every record is handed on,
+    raises :class:`.WorkerError` saying so."""
 
     def __init__(
         self,
@@ -175,6 +177,9 @@ class _Parallel:
         self.in_flight = tickets
         if last:
             self._deliver(output)
+            error = pool.error()
+            if error is not None:
+                raise error
         return bool(pages)
 
     def _deliver(self, output: Output) -> None:
