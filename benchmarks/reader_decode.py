@@ -52,12 +52,7 @@ from opentelemetry_exporter_userevents.reader.outputs.output import (  # noqa: E
     Output,
     TreeOutput,
 )
-from opentelemetry_exporter_userevents.reader.workers import (  # noqa: E402
-    PrecheckedOtlpJsonOutput,
-    WorkerPool,
-    prechecked,
-    trace_records,
-)
+from opentelemetry_exporter_userevents.reader.workers import WorkerPool  # noqa: E402
 
 PATHS = {
     "direct": "OTLP/JSON lines on disk, written straight from checked records (the reader now)",
@@ -71,12 +66,12 @@ PAGES_PER_READ = 100
 
 def _with_workers(
     pool: WorkerPool, pages: list[bytes], out: Any
-) -> tuple[Rebuilder, PrecheckedOtlpJsonOutput]:
+) -> tuple[Rebuilder, OtlpJsonOutput]:
     """Pages to OTLP/JSON lines as ``record --workers N`` does: each read's pages split
     into a chunk per worker, one read in flight while the main process rebuilds and
     writes the read before (records in page order, as the one-core path here)."""
-    rebuilder = prechecked(Rebuilder(resource_wait=float("inf"), sdk_objects=False))
-    output = PrecheckedOtlpJsonOutput(out)
+    rebuilder = Rebuilder(resource_wait=float("inf"), sdk_objects=False)
+    output = OtlpJsonOutput(out)
     size = -(-PAGES_PER_READ // pool.count)
     in_flight: list[int] = []
 
@@ -84,7 +79,7 @@ def _with_workers(
         records: list[Any] = []
         for ticket in in_flight:
             records += pool.result(ticket)
-        output.write(rebuilder.add(trace_records(records)))
+        output.write(rebuilder.add(records))
 
     for first in range(0, len(pages), PAGES_PER_READ):
         read = pages[first : first + PAGES_PER_READ]

@@ -90,8 +90,11 @@ READER_STAGES: dict[str, set[str]] = {
     "join": {"decode", "views"},
     "outputs": {"decode", "join", "views"},
     "hist": {"decode", "live"},
-    "workers": {"decode", "join", "outputs"},
-    "commands": {"decode", "live", "capture", "views", "join", "outputs", "hist", "workers"},
+    "worker_bootstrap": {"worker_loop"},
+    "worker_loop": {"decode", "outputs"},
+    "workers": {"decode", "join", "outputs", "worker_bootstrap", "worker_loop"},
+    "commands": {"decode", "live", "capture", "views", "join", "outputs", "hist", "workers"}
+    | {"worker_loop"},
     "cli": {"commands", "workers"},
     "__init__": {"decode", "live", "join"},
 }

@@ -7,29 +7,33 @@ What is split, and why the output stays exact. A span or log costs the reader th
 that depend on that record alone: decoding it from its page (:class:`.RecordDecoder`),
 checking it (:class:`.RecordChecker`, the validation boundary) and encoding it as an OTLP
 JSON item; together about 85% of the one-core path. Workers do exactly these, chunk by
-chunk of pages, and send back a light tuple per record: its timestamp, kind, tracepoint,
-writer pid, resource id, ``truncated`` bits, scope text and encoded item (or the reason it
-is invalid). Everything whose result depends on the order of records across CPUs stays in
-the main process, unchanged: the merge by timestamp, the :class:`.Rebuilder` itself
-(resources learnt, records waiting for theirs, every bound and eviction, the services and
-invalid counts, the writers' process views), and the grouping of items by resource and
-scope in a line. The rebuilder is handed :class:`~.decoder.TraceRecord` objects in the very
-order the in-process path hands them, and its checker answers for each span or log with
-the worker's verdict (:class:`PrecheckedChecker`); resource and metric records pass
-through whole and are checked in the main process, as before. So every count and every
-record's resource and scope are the same as with one process, by construction, and only
-the batching of lines may differ (``tests/reader/test_workers.py`` proves both, over random and
-hostile pages). Tree view and ``--exporter`` need SDK objects, built from whole checked
-records: they run in-process (``--workers`` does not apply to them).
+chunk of pages (:mod:`.worker_loop`), and send back what the join needs of each record
+(:mod:`.joinable`): an encoded span or log, the reason one is invalid, or a resource or
+metric record whole. Everything whose result depends on the order of records across CPUs
+stays in the main process, unchanged: the merge by timestamp, the :class:`.Rebuilder`'s
+join (resources learnt, records waiting for theirs, every bound and eviction, the services
+and invalid counts, the writers' process views), and the grouping of items by resource and
+scope in a line (:mod:`.grouping`). The rebuilder is handed the records in the very order
+the in-process path hands them, and treats a worker's encoded record as it treats a checked
+one; so every count and every record's resource and scope are the same as with one
+process, by construction, and only the batching of lines may differ
+(``tests/reader/test_workers.py`` proves both, over random and hostile pages). Tree view and
+``--exporter`` need SDK objects, built from whole checked records: they run in-process
+(``--workers`` does not apply to them).
 
-Safety: workers are started with ``spawn`` (a fresh interpreter: no tracefs descriptor, no
-output file, nothing of the main process but two pipes), ignore Ctrl-C, SIGTERM and SIGHUP
-(the main process decides when they stop: it closes their pipe, and a worker whose pipe is
-closed exits), decode with the same decoder and checker, and hold one chunk at a time. The
-main process keeps at most :attr:`WorkerPool.window` chunks in flight per worker, so memory
-is bounded whatever the input. A worker that dies or raises is a :class:`WorkerError` in
-the main process (its pipe ends: never a hang), which the commands report, with a non-zero
-exit status.
+Nothing taken is lost. Workers are started with ``spawn`` (a fresh interpreter: no tracefs
+descriptor, no output file, nothing of the main process but two pipes) and never stop on
+Ctrl-C, SIGTERM or SIGHUP, even while they start (:mod:`.worker_bootstrap`): the main
+process decides when they stop (it closes their pipe). It keeps each chunk it handed out
+until its records come back; a worker that dies, or fails, is taken out of the rotation,
+and the chunks it held are decoded in the main process (:func:`.worker_loop.decode_chunk`:
+the same records), or, should that fail too, counted lost; so is one that does not start
+within :data:`START_WAIT`, or sends nothing for :data:`RESULT_WAIT`, while the main process
+waits on it (it is killed first). Chunks go out
+through a thread per worker, so the main process never blocks on a worker's full pipe. A
+worker's death is reported once the rest is written (:meth:`WorkerPool.error`; a non-zero
+exit status): never a hang, never a silent loss. Memory is bounded whatever the input: at
+most :data:`WINDOW` chunks in flight per worker.
 """
 
 from __future__ import annotations
@@ -39,30 +43,22 @@ import os
 import queue
 import signal
 import threading
-import traceback
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
+from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection, wait
-from typing import Any, TextIO
+from typing import Any
 
-from opentelemetry_exporter_userevents.abi.format import parse_format
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
-from opentelemetry_exporter_userevents.reader.decode.checked_records import (
-    CheckedLog,
-    CheckedMetric,
-    CheckedResource,
-    CheckedSpan,
+from opentelemetry_exporter_userevents.reader.decode.decoder import DecoderStats, RecordDecoder
+from opentelemetry_exporter_userevents.reader.decode.validation import RecordChecker
+from opentelemetry_exporter_userevents.reader.worker_bootstrap import main, stop_signals_blocked
+from opentelemetry_exporter_userevents.reader.worker_loop import (
+    Decoded,
+    Stats,
+    add_formats,
+    decode_chunk,
 )
-from opentelemetry_exporter_userevents.reader.decode.decoder import (
-    DecoderStats,
-    RecordDecoder,
-    TraceRecord,
-)
-from opentelemetry_exporter_userevents.reader.decode.validation import InvalidRecord, RecordChecker
-from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Rebuilder, Telemetry
-from opentelemetry_exporter_userevents.reader.outputs import otlp_json_direct
-from opentelemetry_exporter_userevents.reader.outputs.output import OtlpJsonOutput
-from opentelemetry_exporter_userevents.record.tracepoints import LOG_KIND, SPAN_KIND
 
 MAX_DEFAULT_WORKERS = 4
 """The default is the CPUs this process may run on, at most this many (past it, the main
@@ -71,23 +67,27 @@ CHUNK_PAGES = 32
 """Pages a worker decodes at a time (128 KiB of 4 KiB pages: a few hundred records)."""
 WINDOW = 2
 """Chunks in flight per worker: one decoding, one waiting, so a worker is never idle while
-the main process has work for it; memory is bounded by workers x window x chunk."""
+the main process has work for it. The main process keeps each until its records come back
+(to decode it itself should the worker die): memory is bounded by workers x window x
+chunk."""
 
-Light = tuple[Any, ...]
-"""A record as a worker sends it back: a :class:`TraceRecord` (resources, metrics), or
-``(timestamp, kind, tracepoint, pid, reason)`` for an invalid span or log, or
-``(timestamp, kind, tracepoint, pid, resource_id, truncated, scope_text, item)`` for a
-checked one (``item``: its OTLP/JSON encoding, None where OTLP cannot carry it)."""
 
-_STUB: dict[str, Any] = {}
-"""The attributes of every record :class:`PrecheckedChecker` stands in for a worker's
-(told apart by identity: a record read in-process has attributes of its own)."""
-_PRE = "\0prechecked"
-"""The key of a worker's verdict in a rebuilt record's values (no field has this name)."""
+START_WAIT = 600.0
+"""Seconds the main process waits on a worker that has not started (an interpreter, and the
+reader's imports: seconds on a loaded host, more than a minute for four workers under
+emulation); then it is taken as stuck: killed, its chunks decoded in the main process."""
+RESULT_WAIT = 60.0
+"""Seconds the main process waits on a started worker that has chunks and sends nothing
+(a chunk takes a fraction of a second); then it is taken as stuck, as above."""
+WAIT_SLICE = 1.0
+"""The main process waits in slices of this many seconds and counts only slices that ended
+with nothing heard: a reader that was itself stopped (Ctrl-Z) never takes a worker as
+stuck for the time it was stopped."""
 
 
 class WorkerError(RuntimeError):
-    """A worker died or failed; the message says which and how."""
+    """Workers died or failed; the message says which, how, and what became of the pages
+    they held."""
 
 
 def default_workers() -> int:
@@ -98,134 +98,75 @@ def default_workers() -> int:
     return max(1, min(cpus, MAX_DEFAULT_WORKERS))
 
 
-# --- in the worker -------------------------------------------------------------------
-
-
-def check_and_encode(records: Iterable[TraceRecord], checker: RecordChecker) -> list[Light]:
-    """What a worker sends back for decoded records (see :data:`Light`)."""
-    out: list[Light] = []
-    scopes: dict[str, str] = {}  # one object per scope text: pickled once per chunk
-    span_item, log_item = otlp_json_direct._span, otlp_json_direct._log
-    for record in records:
-        kind = record.kind
-        if kind != SPAN_KIND and kind != LOG_KIND:
-            out.append(record)
-            continue
-        values = record.values
-        item: str | None
-        try:
-            if kind == SPAN_KIND:
-                checked: CheckedSpan | CheckedLog = checker.span(values)
-                encode: Any = span_item
-            else:
-                checked = checker.log(values)
-                encode = log_item
-        except InvalidRecord as invalid:
-            out.append((record.timestamp, kind, record.tracepoint, record.pid, invalid.reason))
-            continue
-        try:
-            item = encode(checked)
-        except otlp_json_direct.Unrepresentable:
-            item = None
-        scope = scopes.setdefault(checked.scope_text, checked.scope_text)
-        out.append(
-            (record.timestamp, kind, record.tracepoint, record.pid,
-             values["resource_id"], values["truncated"], scope, item)
-        )  # fmt: skip
-    return out
-
-
-def _stats_tuple(stats: DecoderStats) -> tuple[int, int, int, int, int]:
-    return (stats.records, stats.pages, stats.corrupt_pages, stats.undecodable,
-            stats.pages_with_missed_events)  # fmt: skip
-
-
-def _worker_main(tasks: Connection, results: Connection, prefixes: Sequence[str],
-                 layout: PageLayout) -> None:  # fmt: skip
-    """A worker: formats and chunks of pages in, light records out, until its pipe
-    closes. Results go out through a thread, so the worker keeps taking chunks while the
-    main process is busy (neither side ever blocks on the other's full pipe)."""
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, signal.SIG_IGN)
-    decoder = RecordDecoder(prefixes, layout)
-    checker = RecordChecker()
-    outgoing: queue.Queue[Any] = queue.Queue()
-
-    def send() -> None:
-        while (message := outgoing.get()) is not None:
-            try:
-                results.send(message)
-            except OSError:
-                os._exit(1)  # the main process is gone
-
-    sender = threading.Thread(target=send, daemon=True)
-    sender.start()
-    try:
-        while True:
-            try:
-                task = tasks.recv()
-            except EOFError:
-                break
-            if task is None:
-                break
-            if task[0] == "formats":
-                for text in task[1]:
-                    try:
-                        decoder.add(parse_format(text))
-                    except ValueError:
-                        continue  # the main process refused it too
-                continue
-            _, ticket, pages = task
-            decoder.stats = DecoderStats()
-            records: list[TraceRecord] = []
-            for page in pages:
-                decoder.decode_page(page, records)
-            outgoing.put((ticket, check_and_encode(records, checker), _stats_tuple(decoder.stats)))
-    except BaseException:  # noqa: BLE001 - a bug: the main process reports it
-        outgoing.put(("error", traceback.format_exc(limit=8)))
-    outgoing.put(None)
-    sender.join()
-
-
-# --- in the main process ---------------------------------------------------------------
-
-
 class WorkerPool:
     """``count`` worker processes, each fed chunks in turn; results come back by ticket.
 
-    Bounded: :meth:`submit` waits (taking results meanwhile) while the next worker has
-    :data:`WINDOW` chunks in flight; results not yet taken are kept, so a caller takes
+    Bounded: :meth:`submit` waits (taking results meanwhile) while the live workers have
+    :data:`WINDOW` chunks in flight each; results not yet taken are kept, so a caller takes
     them in time (the commands take each read's before the next)."""
 
     def __init__(self, count: int, prefixes: Sequence[str], layout: PageLayout) -> None:
         context = multiprocessing.get_context("spawn")
         self.stats = DecoderStats()
-        """What the workers decoded, added up (for the summary)."""
+        """What the workers (and the main process, for a dead worker) decoded, added up."""
+        self.failures: list[str] = []
+        """One line per worker that died or failed (at most ``count``)."""
+        self.recovered_pages = 0
+        """Pages that dead workers held, decoded in the main process instead."""
+        self.lost_pages = 0
+        """Pages that dead workers held and the main process could not decode either."""
+        self._prefixes = tuple(prefixes)
+        self._layout = layout
         self._tasks: list[Connection] = []
+        self._feeds: list[queue.SimpleQueue[Any]] = []
+        """What each worker's feeder thread sends it: at most :data:`WINDOW` chunks, and
+        each format once."""
+        self._feeders: list[threading.Thread] = []
         self._results: list[Connection] = []
         self._processes: list[Any] = []
+        self._alive: list[bool] = []
+        self._started: list[bool] = []
+        """Whether each worker said it is ready (its imports done)."""
+        self._waited: list[float] = []
+        """Seconds the main process waited on each worker, busy, without hearing from it."""
         self._in_flight: list[int] = []
-        self._done: dict[int, list[Light]] = {}
-        self._owner: dict[int, int] = {}
+        self._done: dict[int, list[Decoded]] = {}
+        self._chunks: dict[int, tuple[int, list[bytes], int]] = {}
+        """Each ticket in flight: its worker, its pages, and how many formats it knew."""
         self._next_ticket = 0
         self._next_worker = 0
-        self._formats_sent: set[str] = set()
+        self._formats: list[str] = []
+        self._local: tuple[int, RecordDecoder] | None = None
+        self._checker = RecordChecker()
         try:
             for number in range(count):
                 task_read, task_write = context.Pipe(duplex=False)
                 result_read, result_write = context.Pipe(duplex=False)
                 process = context.Process(
-                    target=_worker_main,
-                    args=(task_read, result_write, tuple(prefixes), layout),
+                    target=main,
+                    args=(task_read, result_write, self._prefixes, layout),
                     name=f"otel-userevents worker {number}",
                     daemon=True,
                 )
-                process.start()
+                # Started first, outside the block: starting it unblocks SIGINT and SIGTERM.
+                resource_tracker.ensure_running()
+                with stop_signals_blocked():
+                    process.start()
                 task_read.close()  # the worker's ends: its death is EOF here
                 result_write.close()
                 self._tasks.append(task_write)
+                feed: queue.SimpleQueue[Any] = queue.SimpleQueue()
+                feeder = threading.Thread(
+                    target=_feed, args=(feed, task_write), name=f"feeder {number}", daemon=True
+                )
+                feeder.start()
+                self._feeds.append(feed)
+                self._feeders.append(feeder)
                 self._results.append(result_read)
                 self._processes.append(process)
+                self._alive.append(True)
+                self._started.append(False)
+                self._waited.append(0.0)
                 self._in_flight.append(0)
         except BaseException:
             self.close()
@@ -238,97 +179,188 @@ class WorkerPool:
     def add_formats(self, texts: Iterable[str]) -> None:
         """Formats to decode with, from now on (each sent once, to every worker, in order
         with the chunks: a chunk submitted before decodes without them)."""
-        new = [text for text in texts if text not in self._formats_sent]
+        new = [text for text in texts if text not in self._formats]
         if new:
-            self._formats_sent.update(new)
+            self._formats += new
             for number in range(self.count):
-                self._send(number, ("formats", new))
+                if self._alive[number]:
+                    self._send(number, ("formats", new))
 
     def submit(self, pages: Sequence[bytes | memoryview]) -> int:
-        """Hand a chunk of pages to the next worker; return its ticket."""
-        number = self._next_worker
-        self._next_worker = (number + 1) % self.count
-        while self._in_flight[number] >= WINDOW:
-            self._receive()
+        """Hand a chunk of pages to the next live worker (none left: decode it here);
+        return its ticket."""
         ticket = self._next_ticket
         self._next_ticket += 1
-        self._owner[ticket] = number
+        chunk = [bytes(page) for page in pages]
+        while True:
+            number = self._next_live()
+            if number is None:
+                self._decode_here(ticket, chunk, len(self._formats))
+                return ticket
+            if self._in_flight[number] < WINDOW:
+                break
+            self._receive()
+        self._chunks[ticket] = (number, chunk, len(self._formats))
+        if not self._in_flight[number]:
+            self._waited[number] = 0.0  # idle until now: only busy time counts
         self._in_flight[number] += 1
-        self._send(number, ("pages", ticket, [bytes(page) for page in pages]))
+        self._send(number, ("pages", ticket, chunk))
         return ticket
 
-    def result(self, ticket: int) -> list[Light]:
+    def result(self, ticket: int) -> list[Decoded]:
         """The chunk's records, in page order (waits for them)."""
         while ticket not in self._done:
             self._receive()
         return self._done.pop(ticket)
 
+    def error(self) -> WorkerError | None:
+        """The workers that died or failed, and what became of their pages; None if none
+        did."""
+        return WorkerError("; ".join(self.failures)) if self.failures else None
+
+    def _next_live(self) -> int | None:
+        for _ in range(self.count):
+            number = self._next_worker
+            self._next_worker = (number + 1) % self.count
+            if self._alive[number]:
+                return number
+        return None
+
     def _send(self, number: int, message: Any) -> None:
-        try:
-            self._tasks[number].send(message)
-        except OSError:
-            raise WorkerError(self._why(number)) from None
+        self._feeds[number].put(message)  # a worker that is gone: seen in _receive
 
     def _receive(self) -> None:
-        ready = wait(self._results + [p.sentinel for p in self._processes])
-        for number, connection in enumerate(self._results):
-            if connection not in ready:
+        """Take one chunk's records, or take out a worker that died (its chunks decoded
+        here)."""
+        busy = [n for n in range(self.count) if self._alive[n] and self._in_flight[n]]
+        if not busy:
+            raise RuntimeError("no chunk in flight")  # a ticket never submitted, or taken
+        objects = [self._results[n] for n in busy] + [self._processes[n].sentinel for n in busy]
+        while not (ready := wait(objects, WAIT_SLICE)):
+            stuck = False
+            for number in busy:
+                self._waited[number] += WAIT_SLICE
+                if not self._started[number] and self._waited[number] >= START_WAIT:
+                    self._fail(number, f"did not start in {START_WAIT:g} s (killed)")
+                    stuck = True
+                elif self._started[number] and self._waited[number] >= RESULT_WAIT:
+                    self._fail(number, f"sent nothing for {RESULT_WAIT:g} s (killed)")
+                    stuck = True
+            if stuck:
+                return
+        for number in busy:  # what a worker sent before it died is taken first
+            if self._results[number] not in ready:
                 continue
             try:
-                message = connection.recv()
+                message = self._results[number].recv()
             except (EOFError, OSError):
-                raise WorkerError(self._why(number)) from None
+                self._fail(number)
+                return
+            self._waited[number] = 0.0
+            if message[0] == "ready":
+                self._started[number] = True
+                return
             if message[0] == "error":
-                raise WorkerError(f"worker {number} failed:\n{message[1]}")
+                self._fail(number, f"failed:\n{message[1]}")
+                return
             ticket, records, stats = message
+            del self._chunks[ticket]
+            self._in_flight[number] -= 1
             self._done[ticket] = records
-            self._in_flight[self._owner.pop(ticket)] -= 1
-            total = self.stats
-            total.records += stats[0]
-            total.pages += stats[1]
-            total.corrupt_pages += stats[2]
-            total.undecodable += stats[3]
-            total.pages_with_missed_events += stats[4]
+            self._add_stats(stats)
             return
-        for number, process in enumerate(self._processes):
-            if process.sentinel in ready and not self._results[number].poll():
-                raise WorkerError(self._why(number))
+        for number in busy:
+            if self._processes[number].sentinel in ready and not self._results[number].poll():
+                self._fail(number)
+                return
 
-    def _why(self, number: int) -> str:
+    def _fail(self, number: int, how: str | None = None) -> None:
+        """Take worker ``number`` out: its chunks decoded here, its death noted."""
+        if not self._alive[number]:
+            return
+        self._alive[number] = False
+        process = self._processes[number]
+        how = how or self._how(number)
+        if process.is_alive():
+            process.kill()
+        recovered, lost = self.recovered_pages, self.lost_pages
+        for ticket in [t for t, held in self._chunks.items() if held[0] == number]:
+            _, chunk, known = self._chunks.pop(ticket)
+            self._in_flight[number] -= 1
+            self._decode_here(ticket, chunk, known)
+        what = f"the {self.recovered_pages - recovered} pages it held were decoded in-process"
+        if self.lost_pages > lost:
+            what += f", {self.lost_pages - lost} could not be and are lost"
+        self.failures.append(f"decoding worker {number} (pid {process.pid}) {how}; {what}")
+
+    def _decode_here(self, ticket: int, chunk: list[bytes], known: int) -> None:
+        """A chunk decoded in this process, with the formats its worker would have had."""
+        try:
+            if self._local is None or self._local[0] != known:
+                decoder = RecordDecoder(self._prefixes, self._layout)
+                add_formats(decoder, self._formats[:known])
+                self._local = (known, decoder)
+            records, stats = decode_chunk(self._local[1], self._checker, chunk)
+        except Exception:  # noqa: BLE001 - what killed a worker may fail here too: counted
+            self._done[ticket] = []
+            self.lost_pages += len(chunk)
+            return
+        self._done[ticket] = records
+        self._add_stats(stats)
+        self.recovered_pages += len(chunk)
+
+    def _add_stats(self, stats: Stats) -> None:
+        total = self.stats
+        total.records += stats[0]
+        total.pages += stats[1]
+        total.corrupt_pages += stats[2]
+        total.undecodable += stats[3]
+        total.pages_with_missed_events += stats[4]
+
+    def _how(self, number: int) -> str:
         process = self._processes[number]
         process.join(1.0)
         code = process.exitcode
         if code is None:
-            how = "stopped answering"
-        elif code < 0:
-            how = f"was killed by {signal.Signals(-code).name}"
-        else:
-            how = f"exited with status {code}"
-        return f"decoding worker {number} (pid {process.pid}) {how}; its records are lost"
+            return "stopped answering"
+        if code < 0:
+            return f"was killed by {signal.Signals(-code).name}"
+        return f"exited with status {code}"
 
     def close(self) -> None:
         """Stop the workers (their pipes closed: they exit); kill any that does not.
         Idempotent."""
-        for connection in self._tasks:
-            try:
-                connection.send(None)
-            except OSError:
-                pass
-            connection.close()
+        for feed in self._feeds:
+            feed.put(None)  # after what it holds; then the worker's pipe is closed
         for process in self._processes:
             process.join(5.0)
             if process.is_alive():
                 process.kill()
                 process.join()
-        for connection in self._results:
+        for feeder in self._feeders:
+            feeder.join()  # its worker is gone: it is not blocked on its pipe
+        for connection in self._tasks + self._results:
             connection.close()
         self._tasks, self._results, self._processes = [], [], []
+        self._feeds, self._feeders = [], []
 
     def __enter__(self) -> WorkerPool:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _feed(messages: queue.SimpleQueue[Any], connection: Connection) -> None:
+    """A worker's feeder thread: its messages down its pipe, in order, then None (stop)."""
+    while True:
+        message = messages.get()
+        try:
+            connection.send(message)
+        except OSError:
+            return  # the worker is gone: the main process sees it die
+        if message is None:
+            return
 
 
 def chunks(pages: Sequence[Any], size: int = CHUNK_PAGES) -> Iterator[Sequence[Any]]:
@@ -338,7 +370,7 @@ def chunks(pages: Sequence[Any], size: int = CHUNK_PAGES) -> Iterator[Sequence[A
 
 def cpu_records(
     pool: WorkerPool, pages: Iterator[Any], ahead: int, size: int = CHUNK_PAGES
-) -> Iterator[Light]:
+) -> Iterator[Decoded]:
     """One CPU's records (in page order), its chunks decoded ``ahead`` at a time."""
     tickets: deque[int] = deque()
     chunk: list[Any] = []
@@ -353,120 +385,3 @@ def cpu_records(
         tickets.append(pool.submit(chunk))
     while tickets:
         yield from pool.result(tickets.popleft())
-
-
-# --- back to what the rebuilder takes ----------------------------------------------------
-
-
-class PrecheckedChecker:
-    """The rebuilder's checker with workers: a span or log carries the worker's verdict
-    (its scope text and encoded item, or the reason it is invalid); anything else, and
-    records read in-process, are checked here as before."""
-
-    def __init__(self, checker: RecordChecker) -> None:
-        self.checker = checker
-
-    def span(self, values: dict[str, Any]) -> CheckedSpan:
-        pre = values.get(_PRE)
-        if pre is None:
-            return self.checker.span(values)
-        if type(pre) is str:
-            raise InvalidRecord(pre)
-        scope_text, item = pre
-        return CheckedSpan(0, 0, None, False, 0, (), item, 0, 0, "", 0, 0, _STUB, 0, [], 0, [], 0,
-                           scope_text, self.checker.scope(scope_text, "span"))  # fmt: skip
-
-    def log(self, values: dict[str, Any]) -> CheckedLog:
-        pre = values.get(_PRE)
-        if pre is None:
-            return self.checker.log(values)
-        if type(pre) is str:
-            raise InvalidRecord(pre)
-        scope_text, item = pre
-        return CheckedLog(0, 0, 0, 0, 0, 0, None, None, item, _STUB, 0, scope_text,
-                          self.checker.scope(scope_text, "log"))  # fmt: skip
-
-    def resource(self, values: dict[str, Any]) -> CheckedResource:
-        return self.checker.resource(values)
-
-    def metric(self, values: dict[str, Any], kind: str | None) -> CheckedMetric:
-        return self.checker.metric(values, kind)
-
-    def scope(self, text: str, kind: str) -> Any:
-        return self.checker.scope(text, kind)
-
-
-def prechecked(rebuilder: Rebuilder) -> Rebuilder:
-    """``rebuilder``, taking records that workers checked (and, still, any other)."""
-    if not isinstance(rebuilder.checker, PrecheckedChecker):
-        rebuilder.checker = PrecheckedChecker(rebuilder.checker)  # type: ignore[assignment]
-    return rebuilder
-
-
-def trace_records(lights: Iterable[Light]) -> list[TraceRecord]:
-    """Workers' records as the rebuilder takes them (its checker :func:`prechecked`)."""
-    out: list[TraceRecord] = []
-    append = out.append
-    for light in lights:
-        if type(light) is TraceRecord:
-            append(light)
-        elif len(light) == 5:
-            append(TraceRecord(light[0], light[1], light[2], light[3], {_PRE: light[4]}))
-        else:
-            ts, kind, tracepoint, pid, rid, truncated, scope_text, item = light
-            values = {"resource_id": rid, "truncated": truncated, _PRE: (scope_text, item)}
-            append(TraceRecord(ts, kind, tracepoint, pid, values))
-    return out
-
-
-class PrecheckedOtlpJsonOutput:
-    """OTLP/JSON lines from records checked by workers: grouped by resource and scope as
-    :mod:`.otlp_json_direct` groups them, each item the worker's encoding; metric points
-    (and records read in-process) through :class:`.OtlpJsonOutput`."""
-
-    sdk_objects = False
-
-    def __init__(self, out: TextIO) -> None:
-        self.plain = OtlpJsonOutput(out)
-        self.out = out
-        self.failed = 0
-        """As :attr:`.OtlpJsonOutput.failed` (its own and the plain output's)."""
-        self._failed = 0
-        self._encoded = otlp_json_direct.EncodedCache[str]()
-
-    def write(self, items: Sequence[Telemetry]) -> None:
-        spans: list[JoinedRecord] = []
-        logs: list[JoinedRecord] = []
-        rest: list[Telemetry] = []
-        for item in items:
-            if type(item) is JoinedRecord:
-                checked = item.checked
-                if checked.attributes is _STUB:
-                    (spans if type(checked) is CheckedSpan else logs).append(item)
-                    continue
-            rest.append(item)
-        for joined, keys in ((spans, _SPAN_KEYS), (logs, _LOG_KEYS)):
-            if joined:
-                line, failed = otlp_json_direct._line(joined, _item, *keys, self._encoded)
-                self._failed += failed
-                if line is not None:
-                    self.out.write(line + "\n")
-        if rest:
-            self.plain.write(rest)
-        else:
-            self.out.flush()
-        self.failed = self._failed + self.plain.failed
-
-    def close(self) -> None:
-        self.plain.close()
-
-
-_SPAN_KEYS = ("resourceSpans", "scopeSpans", "spans")
-_LOG_KEYS = ("resourceLogs", "scopeLogs", "logRecords")
-
-
-def _item(checked: CheckedSpan | CheckedLog) -> str:
-    item: str | None = checked.name if isinstance(checked, CheckedSpan) else checked.body
-    if item is None:
-        raise otlp_json_direct.Unrepresentable("left out by the worker")
-    return item

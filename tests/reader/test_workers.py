@@ -2,17 +2,22 @@
 # SPDX-License-Identifier: Apache-2.0
 
 """``--workers``: the same spans and logs, each with its resource and scope, and the same
-counts as in-process, over good, hostile and random pages; a dead worker is a clear error
-and a non-zero exit, never a hang; memory bounded by the pool's window."""
+counts as in-process, over good, hostile and random pages; a dead or stuck worker costs no
+page (its chunks are decoded in-process) and is a clear error and a non-zero exit, never a
+hang; a stop while workers start loses nothing; memory bounded by the pool's window."""
 
 from __future__ import annotations
 
 import io
 import json
 import os
+import pickle
 import re
 import signal
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -21,14 +26,17 @@ from hypothesis import strategies as st
 
 from opentelemetry_exporter_userevents.abi.format import parse_format
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
-from opentelemetry_exporter_userevents.reader import cli, workers
+from opentelemetry_exporter_userevents.reader import cli, worker_loop, workers
 from opentelemetry_exporter_userevents.reader.commands import capture as capture_command
 from opentelemetry_exporter_userevents.reader.commands import record as record_command
 from opentelemetry_exporter_userevents.reader.decode.decoder import DecoderStats, RecordDecoder
+from opentelemetry_exporter_userevents.reader.decode.validation import RecordChecker
 from tests.reader.capture.test_capture import FORMATS, _capture, _records
 from tests.support.otlp import flatten
 from tests.support.pages import data_event, page
 from tests.support.span_fixtures import make_logs, make_spans
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
@@ -139,21 +147,63 @@ def test_the_tree_view_and_exporters_decode_in_process():
         cli.parser().parse_args(["record", "--workers", "0"])
 
 
-def test_a_killed_worker_is_a_clear_error_not_a_hang():
+def _chunk_pages() -> list[bytes]:
+    """Pages of spans, logs and their resource, one record a page."""
+    _, _, raws = _records()
+    return [raw for _cpu, raw in _spread(raws, 1, 1, [0])]
+
+
+def _in_process(pages: list[bytes]) -> list:
+    decoder = RecordDecoder(["*"])
+    worker_loop.add_formats(decoder, [text for _system, text in FORMATS])
+    return worker_loop.decode_chunk(decoder, RecordChecker(), pages)[0]
+
+
+def test_a_killed_workers_chunks_are_decoded_in_process_and_reported():
+    pages = _chunk_pages()
     pool = workers.WorkerPool(2, ["*"], PageLayout())
     try:
+        pool.add_formats(text for _system, text in FORMATS)
         os.kill(pool._processes[1].pid, signal.SIGKILL)
-        with pytest.raises(workers.WorkerError, match=r"worker 1 .* killed by SIGKILL"):
-            for _ in range(4):
-                pool.result(pool.submit([bytes(4096)]))
+        tickets = [pool.submit([page]) for page in pages]
+        got = [record for ticket in tickets for record in pool.result(ticket)]
     finally:
         pool.close()
+    assert got == _in_process(pages)  # every record, the dead worker's too
+    assert pool.recovered_pages > 0 and pool.lost_pages == 0
+    assert pool.stats.pages == len(pages)
+    error = str(pool.error())
+    assert re.fullmatch(r"decoding worker 1 \(pid \d+\) was killed by SIGKILL; the \d+ pages "
+                        r"it held were decoded in-process", error), error  # fmt: skip
     assert pool._processes == []
 
 
-def test_decode_reports_a_dead_worker_and_exits_non_zero(tmp_path, monkeypatch):
+@pytest.mark.parametrize("started", [True, False], ids=["started", "never-started"])
+def test_a_stuck_worker_is_killed_and_its_chunks_decoded_in_process(monkeypatch, started):
+    monkeypatch.setattr(workers, "RESULT_WAIT", 2.0)
+    monkeypatch.setattr(workers, "START_WAIT", 3.0)
+    pages = _chunk_pages()
+    pool = workers.WorkerPool(1, ["*"], PageLayout())
+    process = pool._processes[0]
+    try:
+        pool.add_formats(text for _system, text in FORMATS)
+        if started:
+            assert pool.result(pool.submit(pages[:1])) == _in_process(pages[:1])
+        os.kill(process.pid, signal.SIGSTOP)  # alive, never answers (still importing, or not)
+        assert pool.result(pool.submit(pages)) == _in_process(pages)
+    finally:
+        pool.close()
+    assert process.exitcode == -signal.SIGKILL
+    why = "sent nothing for 2 s" if started else "did not start in 3 s"
+    assert re.fullmatch(rf"decoding worker 0 \(pid \d+\) {why} \(killed\); the {len(pages)} "
+                        "pages it held were decoded in-process", str(pool.error()))  # fmt: skip
+    assert pool.recovered_pages == len(pages)
+
+
+def test_decode_with_a_dead_worker_writes_every_record_and_exits_non_zero(tmp_path, monkeypatch):
     _, _, raws = _records(make_spans() * 3, make_logs() * 3)
     path = _capture(tmp_path, _spread(raws, 2, 1, [0]))
+    one = _decode(path, "--workers", "1")
     real = workers.WorkerPool.submit
 
     def submit_then_die(self, pages):
@@ -164,10 +214,12 @@ def test_decode_reports_a_dead_worker_and_exits_non_zero(tmp_path, monkeypatch):
 
     monkeypatch.setattr(workers.WorkerPool, "submit", submit_then_die)
     monkeypatch.setattr(workers, "CHUNK_PAGES", 1)
-    err = io.StringIO()
-    args = cli.parser().parse_args(["decode", path, "--workers", "2"])
-    assert capture_command.decode(args, io.StringIO(), err) == 1
-    assert "killed by SIGKILL; its records are lost" in err.getvalue()
+    spans, logs, summary, status = _decode(path, "--workers", "2")
+    assert (spans, logs) == one[:2] and status == 1
+    assert summary.startswith(one[2])  # type: ignore[attr-defined] # the same counts
+    error = summary[len(one[2]) :]  # type: ignore[index]
+    dead = r"otel-userevents: decoding worker 0 \(pid \d+\) was killed by SIGKILL"
+    assert re.fullmatch(rf"{dead}; the \d+ pages it held were decoded in-process\n", error), error
 
 
 def test_chunks_in_flight_are_bounded_by_the_window():
@@ -268,3 +320,65 @@ def test_decoder_stats_add_up():
     pool = SimpleNamespace(stats=DecoderStats(1, 2, 3, 4, 5))
     capture_command._add_stats(stats, pool)  # type: ignore[arg-type]
     assert stats == DecoderStats(1, 2, 3, 4, 5)
+
+
+def _two_reads() -> list[list[tuple[int, bytes]]]:
+    """Two reads, the first busy (the workers start after it)."""
+    _, _, raws = _records(make_spans() * 20, make_logs() * 20)
+    pages = _spread(raws, 2, 1, [0, 3, 1])
+    return [pages[:70], pages[70:]]
+
+
+def _stop_while_workers_start(count: str, reads_path: str) -> int:
+    """``record --workers COUNT`` over the reads pickled in ``reads_path``, with Ctrl-C
+    sent to the process group the moment the workers are started, while they import; in a
+    process of its own (see the test below). Lines to stdout, the summary to stderr, its
+    exit status returned."""
+    with open(reads_path, "rb") as f:
+        reader = _FakeReader(pickle.load(f))
+    record_command.tracefs_of = lambda args: None  # type: ignore[assignment]
+    record_command.TraceReader = lambda *a, **k: reader  # type: ignore[assignment,misc]
+    started = workers.WorkerPool.__init__
+
+    def start_then_stop(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        started(self, *args, **kwargs)
+        os.killpg(0, signal.SIGINT)  # the workers too, as a terminal's Ctrl-C
+
+    workers.WorkerPool.__init__ = start_then_stop  # type: ignore[method-assign]
+    args = cli.parser().parse_args(["record", "--duration", "60", "--no-resource-detection",
+                                    "--workers", count])  # fmt: skip
+    return record_command.record(args, sys.stdout, sys.stderr)
+
+
+def test_a_stop_while_workers_start_loses_no_page(tmp_path, monkeypatch):
+    """Four workers started at once, Ctrl-C to the whole process group at once: they are
+    still starting (an interpreter and its imports). Every page read is written and
+    counted, as in-process, and nothing failed."""
+    reads = _two_reads()
+    (tmp_path / "reads").write_bytes(pickle.dumps(reads))
+    code = "; ".join(
+        [
+            "import sys, tests.reader.test_workers as t",
+            "sys.exit(t._stop_while_workers_start(*sys.argv[1:]))",
+        ]
+    )
+    child = subprocess.run([sys.executable, "-c", code, "4", str(tmp_path / "reads")],
+                           capture_output=True, text=True, timeout=300, start_new_session=True,
+                           cwd=ROOT)  # fmt: skip
+    assert child.returncode == 0, child.stderr
+    lines = [json.loads(line) for line in child.stdout.splitlines()]
+    summary = re.sub(r"in [0-9.]+ s \([0-9]+/s\)", "", child.stderr)
+    assert "stopped (interrupted)" in summary and "lost 0" in summary
+
+    args = cli.parser().parse_args(["record", "--duration", "0.3", "--no-resource-detection",
+                                    "--workers", "1"])  # fmt: skip
+    monkeypatch.setattr(record_command, "tracefs_of", lambda args: None)
+    reader = _FakeReader(reads)
+    monkeypatch.setattr(record_command, "TraceReader", lambda *a, **k: reader)
+    out, err = io.StringIO(), io.StringIO()
+    assert record_command.record(args, out, err) == 0
+    one = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert _items(lines, "spans") == _items(one, "spans") != Counter()
+    assert _items(lines, "logs") == _items(one, "logs") != Counter()
+    counts = re.sub(r"in [0-9.]+ s \([0-9]+/s\)", "", err.getvalue())
+    assert summary.split(": ", 2)[2] == counts.split(": ", 2)[2]  # after "stopped (...)"

@@ -36,13 +36,7 @@ from opentelemetry_exporter_userevents.reader.live.trace_reader import TraceRead
 from opentelemetry_exporter_userevents.reader.outputs.output import Output
 from opentelemetry_exporter_userevents.reader.private_file import open_private
 from opentelemetry_exporter_userevents.reader.terminal_text import printable
-from opentelemetry_exporter_userevents.reader.workers import (
-    WorkerError,
-    WorkerPool,
-    cpu_records,
-    prechecked,
-    trace_records,
-)
+from opentelemetry_exporter_userevents.reader.workers import WorkerError, WorkerPool, cpu_records
 
 _TIMESTAMP = itemgetter(0)  # TraceRecord.timestamp, and a worker's record's
 WORKERS_FROM = 4 << 20
@@ -205,15 +199,19 @@ def _decode_with_workers(
 ) -> None:
     """As the in-process loop, the CPUs' records merged by timestamp in the same order
     (the streams in the same order, each CPU's in page order), decoded, checked and
-    encoded by the workers a chunk at a time, a few chunks ahead per CPU."""
+    encoded by the workers a chunk at a time, a few chunks ahead per CPU; a worker that
+    died is a :class:`.WorkerError` once every record is handed on (its chunks were
+    decoded here)."""
     assert decoded.cpu_pages is not None
     pool.add_formats(decoded.formats)
     streams = decoded.cpu_pages()
     ahead = max(1, 2 * pool.count // max(1, len(streams)))
     merged = heapq.merge(*(cpu_records(pool, s, ahead) for s in streams), key=_TIMESTAMP)
-    prechecked(rebuilder)
     for batch in batches(merged):  # type: ignore[arg-type]
-        output.write(rebuilder.add(trace_records(batch)))
+        output.write(rebuilder.add(batch))
+    error = pool.error()
+    if error is not None:
+        raise error
 
 
 def _add_stats(stats: DecoderStats, pool: WorkerPool) -> None:

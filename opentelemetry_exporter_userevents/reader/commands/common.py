@@ -28,7 +28,6 @@ from opentelemetry_exporter_userevents.reader.outputs.output import (
     TreeOutput,
 )
 from opentelemetry_exporter_userevents.reader.terminal_text import printable
-from opentelemetry_exporter_userevents.reader.workers import PrecheckedOtlpJsonOutput
 from opentelemetry_exporter_userevents.record.tracepoints import ANY_PREFIX, DEFAULT_PREFIX
 
 POLL_INTERVAL = 0.2
@@ -111,9 +110,7 @@ def workers_of(args: argparse.Namespace) -> int:
 
 
 def output_of(args: argparse.Namespace, out: TextIO, workers: int = 1) -> Output:
-    """The output; with workers, OTLP/JSON lines that take their encoded items."""
-    if workers > 1 and not args.exporter and args.format != "tree":
-        return PrecheckedOtlpJsonOutput(out)
+    """The output (with workers, OTLP/JSON lines: they take the items workers encoded)."""
     if args.exporter:
         return ExporterOutput(args.exporter)
     if args.format == "tree":

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import time
 from operator import itemgetter
-from typing import Any, TextIO
+from typing import TextIO
 
 from opentelemetry_exporter_userevents.reader.commands.capture import capture
 from opentelemetry_exporter_userevents.reader.commands.common import (
@@ -39,13 +39,8 @@ from opentelemetry_exporter_userevents.reader.views.kernel_view import (
     kernel_parts,
 )
 from opentelemetry_exporter_userevents.reader.views.process_view import ProcessViews, live_views
-from opentelemetry_exporter_userevents.reader.workers import (
-    WorkerError,
-    WorkerPool,
-    chunks,
-    prechecked,
-    trace_records,
-)
+from opentelemetry_exporter_userevents.reader.worker_loop import Decoded
+from opentelemetry_exporter_userevents.reader.workers import WorkerError, WorkerPool, chunks
 
 BUSY_PAGES = 64
 """A read of at least this many pages starts the workers (``--workers`` above 1): a reader
@@ -144,7 +139,9 @@ class _Parallel:
     were read and sorted by timestamp (stable), exactly as ``reader.read()`` orders them,
     and go to the rebuilder: one read in flight, so the workers decode the next while the
     main process rebuilds and writes. Formats found by a rescan are sent after the pages
-    read before it (decoded without them, as in-process)."""
+    read before it (decoded without them, as in-process). A worker that dies costs no page
+    (the pool decodes its chunks here): the last step, once every record is handed on,
+    raises :class:`.WorkerError` saying so."""
 
     def __init__(
         self,
@@ -174,7 +171,6 @@ class _Parallel:
             if self.workers > 1 and read >= BUSY_PAGES and not last:
                 self.pool = WorkerPool(self.workers, reader.prefixes, reader.decoder.layout)
                 self.pool.add_formats(text for _system, text in reader.formats())
-                prechecked(self.rebuilder)
             return read > 0
         pages = [page for _cpu, page in reader.capture()]
         pool = self.pool
@@ -184,11 +180,14 @@ class _Parallel:
         self.in_flight = tickets
         if last:
             self._deliver(output)
+            error = pool.error()
+            if error is not None:
+                raise error
         return bool(pages)
 
     def _deliver(self, output: Output) -> None:
         assert self.pool is not None
-        records = []
+        records: list[Decoded] = []
         for ticket in self.in_flight:
             records += self.pool.result(ticket)
         self.in_flight = []
@@ -199,15 +198,15 @@ class _Parallel:
                      "pages_with_missed_events"):  # fmt: skip
             setattr(stats, name, getattr(stats, name) + getattr(pool_stats, name))
             setattr(pool_stats, name, 0)
-        output.write(self.rebuilder.add(trace_records(records)))
+        output.write(self.rebuilder.add(records))
 
-    def _read_kernel(self, records: list[TraceRecord] | list[tuple[Any, ...]]) -> None:
+    def _read_kernel(self, records: list[TraceRecord] | list[Decoded]) -> None:
         """List the writers of ``records`` (a new process: every thread of it), then read
         the kernel's events so far."""
         if self.kernel is None:
             return
         events = self.kernel.events
-        events.watch({record[_PID] for record in records})
+        events.watch({record.pid for record in records})
         events.read()
 
     def close(self) -> None:
@@ -216,7 +215,6 @@ class _Parallel:
 
 
 _TIMESTAMP = itemgetter(0)  # TraceRecord.timestamp, and a worker's record's
-_PID = 3  # TraceRecord.pid, and a worker's record's
 
 
 def _summary(

@@ -3,7 +3,13 @@
 
 """Records past the validation boundary (:mod:`.validation`): each field a plain Python
 value of the type its schema gives it, decoded from its text, so what is built from them
-(SDK objects, OTLP, the tree view) needs no check of its own."""
+(SDK objects, OTLP, the tree view) needs no check of its own.
+
+A span, log or metric point also carries what the join reads of it (its resource id, the
+writer's ``truncated`` bits, and where it came from: the kernel's timestamp, the writer's
+pid, the tracepoint), so nothing past the boundary reads a raw decoded value. Those come
+last, with defaults, so a record made by hand (a test, an encoder's example) may leave them
+out; the checker always sets them."""
 
 from __future__ import annotations
 
@@ -63,6 +69,16 @@ class CheckedSpan(NamedTuple):
     scope_text: str
     """The scope's text, the key under which its checked value and rebuilt object are kept."""
     scope: CheckedScope | None
+    resource_id: int = 0
+    """The id of the resource its record joins (record.resource_id)."""
+    truncated: int = 0
+    """The writer's ``truncated`` bits (record.flags TRUNCATED_*): 0 when it cut nothing."""
+    timestamp: int = 0
+    """The kernel's time of the write (:attr:`.decoder.TraceRecord.timestamp`)."""
+    pid: int = 0
+    """The writer's pid (the kernel's ``common_pid``)."""
+    tracepoint: str = ""
+    """The tracepoint it came from (its prefix names a service without resource)."""
 
 
 class CheckedLog(NamedTuple):
@@ -80,12 +96,24 @@ class CheckedLog(NamedTuple):
     dropped_attributes: int
     scope_text: str
     scope: CheckedScope | None
+    resource_id: int = 0
+    """The id of the resource its record joins (record.resource_id)."""
+    truncated: int = 0
+    """The writer's ``truncated`` bits (record.flags TRUNCATED_*): 0 when it cut nothing."""
+    timestamp: int = 0
+    """The kernel's time of the write (:attr:`.decoder.TraceRecord.timestamp`)."""
+    pid: int = 0
+    """The writer's pid (the kernel's ``common_pid``)."""
+    tracepoint: str = ""
+    """The tracepoint it came from (its prefix names a service without resource)."""
 
 
 class CheckedResource(NamedTuple):
     resource_id: int
     attributes: Attributes
     schema_url: str
+    pid: int = 0
+    """The announcer's pid (the kernel's ``common_pid``)."""
 
 
 class CheckedExemplar(NamedTuple):
@@ -128,5 +156,14 @@ class CheckedMetric(NamedTuple):
     dropped_attributes: int
     dropped_exemplars: int
     truncated: int
+    """The writer's ``truncated`` bits (record.flags TRUNCATED_*): 0 when it cut nothing."""
     scope_text: str
     scope: CheckedScope | None
+    resource_id: int = 0
+    """The id of the resource its record joins (record.resource_id)."""
+    timestamp: int = 0
+    """The kernel's time of the write (:attr:`.decoder.TraceRecord.timestamp`)."""
+    pid: int = 0
+    """The writer's pid (the kernel's ``common_pid``)."""
+    tracepoint: str = ""
+    """The tracepoint it came from (its prefix names a service without resource)."""

@@ -33,6 +33,7 @@ from opentelemetry_exporter_userevents.reader.decode.checked_records import (
     CheckedSpan,
     TraceStatePairs,
 )
+from opentelemetry_exporter_userevents.reader.decode.decoder import TraceRecord
 from opentelemetry_exporter_userevents.record import anyvalue
 from opentelemetry_exporter_userevents.record import json_keys as key
 from opentelemetry_exporter_userevents.record import metric_values as mv
@@ -51,10 +52,14 @@ from opentelemetry_exporter_userevents.record.flags import (
 from opentelemetry_exporter_userevents.record.plain_text import decode_plain
 from opentelemetry_exporter_userevents.record.resource_id import hash_resource
 from opentelemetry_exporter_userevents.record.tracepoints import (
+    LOG_KIND,
     METRIC_EXP_HISTOGRAM_KIND,
     METRIC_GAUGE_KIND,
     METRIC_HISTOGRAM_KIND,
+    METRIC_KINDS,
     METRIC_SUM_KIND,
+    RESOURCE_KIND,
+    SPAN_KIND,
 )
 
 _HEX32 = re.compile(r"[0-9a-f]{32}").fullmatch
@@ -72,6 +77,10 @@ _SEVERITY_NUMBERS = range(25)
 """0 is unset; 1..24 the OpenTelemetry severity numbers."""
 _TEMPORALITIES = range(3)
 _SCOPE_CACHE = 1024
+
+
+Checked = CheckedSpan | CheckedLog | CheckedMetric
+"""A span, log or metric point past the boundary."""
 
 
 class InvalidRecord(ValueError):
@@ -216,7 +225,22 @@ class RecordChecker:
         self._scopes[text] = scope
         return scope
 
-    def span(self, values: Mapping[str, Any]) -> CheckedSpan:
+    def check(self, record: TraceRecord) -> Checked | CheckedResource:
+        """``record`` checked as its kind says, with where it came from."""
+        timestamp, kind, tracepoint, pid, values = record
+        if kind == SPAN_KIND:
+            return self.span(values, timestamp, pid, tracepoint)
+        if kind == LOG_KIND:
+            return self.log(values, timestamp, pid, tracepoint)
+        if kind in METRIC_KINDS:
+            return self.metric(values, kind, timestamp, pid, tracepoint)
+        if kind == RESOURCE_KIND:
+            return self.resource(values, pid)
+        raise InvalidRecord(f"{kind}: not a kind the reader rebuilds")
+
+    def span(
+        self, values: Mapping[str, Any], timestamp: int = 0, pid: int = 0, tracepoint: str = ""
+    ) -> CheckedSpan:
         trace_id = _hex(values["trace_id"], _HEX32, "span.trace_id")
         span_id = _hex(values["span_id"], _HEX16, "span.span_id")
         if trace_id == 0:
@@ -234,31 +258,37 @@ class RecordChecker:
         links = [
             self._link(item) for item in _list(_json(values["links"], "span.links"), "span.links")
         ]
+        truncated = values["truncated"]
         return CheckedSpan(
-            trace_id,
-            span_id,
-            parent,
-            bool(parent_flags & PARENT_REMOTE),
-            values["trace_flags"],
-            trace_state(
+            trace_id=trace_id,
+            span_id=span_id,
+            parent_span_id=parent,
+            parent_is_remote=bool(parent_flags & PARENT_REMOTE),
+            trace_flags=values["trace_flags"],
+            trace_state=trace_state(
                 _plain(values["trace_state"], "span.trace_state"),
                 "span.trace_state",
-                bool(values["truncated"] & TRUNCATED_TEXT),
+                bool(truncated & TRUNCATED_TEXT),
             ),
-            _plain(values["name"], "span.name"),
-            _enum(values["kind"], _SPAN_KINDS, "span.kind"),
-            _enum(values["status_code"], _STATUS_CODES, "span.status_code"),
-            _plain(values["status_description"], "span.status_description"),
-            values["start_time_ns"],
-            values["end_time_ns"],
-            _attributes(values["attributes"], "span.attributes"),
-            values["dropped_attributes"],
-            events,
-            values["dropped_events"],
-            links,
-            values["dropped_links"],
-            values["scope"],
-            self.scope(values["scope"], "span"),
+            name=_plain(values["name"], "span.name"),
+            kind=_enum(values["kind"], _SPAN_KINDS, "span.kind"),
+            status_code=_enum(values["status_code"], _STATUS_CODES, "span.status_code"),
+            status_description=_plain(values["status_description"], "span.status_description"),
+            start_time_ns=values["start_time_ns"],
+            end_time_ns=values["end_time_ns"],
+            attributes=_attributes(values["attributes"], "span.attributes"),
+            dropped_attributes=values["dropped_attributes"],
+            events=events,
+            dropped_events=values["dropped_events"],
+            links=links,
+            dropped_links=values["dropped_links"],
+            scope_text=values["scope"],
+            scope=self.scope(values["scope"], "span"),
+            resource_id=values["resource_id"],
+            truncated=truncated,
+            timestamp=timestamp,
+            pid=pid,
+            tracepoint=tracepoint,
         )
 
     @staticmethod
@@ -290,28 +320,39 @@ class RecordChecker:
             _dropped(link, "span.links[]"),
         )
 
-    def log(self, values: Mapping[str, Any]) -> CheckedLog:
+    def log(
+        self, values: Mapping[str, Any], timestamp: int = 0, pid: int = 0, tracepoint: str = ""
+    ) -> CheckedLog:
         flags = values["flags"]
         return CheckedLog(
-            values["time_ns"],
-            values["observed_time_ns"],
-            _hex(values["trace_id"], _HEX32, "log.trace_id"),
-            _hex(values["span_id"], _HEX16, "log.span_id"),
-            values["trace_flags"],
-            _enum(values["severity_number"], _SEVERITY_NUMBERS, "log.severity_number"),
-            _plain(values["severity_text"], "log.severity_text")
+            time_ns=values["time_ns"],
+            observed_time_ns=values["observed_time_ns"],
+            trace_id=_hex(values["trace_id"], _HEX32, "log.trace_id"),
+            span_id=_hex(values["span_id"], _HEX16, "log.span_id"),
+            trace_flags=values["trace_flags"],
+            severity_number=_enum(
+                values["severity_number"], _SEVERITY_NUMBERS, "log.severity_number"
+            ),
+            severity_text=_plain(values["severity_text"], "log.severity_text")
             if flags & LOG_SEVERITY_TEXT
             else None,
-            _plain(values["event_name"], "log.event_name") if flags & LOG_EVENT_NAME else None,
-            _json(values["body"], "log.body"),
-            _attributes(values["attributes"], "log.attributes"),
-            values["dropped_attributes"],
-            values["scope"],
-            self.scope(values["scope"], "log"),
+            event_name=_plain(values["event_name"], "log.event_name")
+            if flags & LOG_EVENT_NAME
+            else None,
+            body=_json(values["body"], "log.body"),
+            attributes=_attributes(values["attributes"], "log.attributes"),
+            dropped_attributes=values["dropped_attributes"],
+            scope_text=values["scope"],
+            scope=self.scope(values["scope"], "log"),
+            resource_id=values["resource_id"],
+            truncated=values["truncated"],
+            timestamp=timestamp,
+            pid=pid,
+            tracepoint=tracepoint,
         )
 
     @staticmethod
-    def resource(values: Mapping[str, Any]) -> CheckedResource:
+    def resource(values: Mapping[str, Any], pid: int = 0) -> CheckedResource:
         """Also checks the id: the hash of the record's own texts (record.resource_id)."""
         attributes_text: str = values["attributes"]
         schema_url_text: str = values["schema_url"]
@@ -319,12 +360,20 @@ class RecordChecker:
         if rid != hash_resource(attributes_text.encode(), schema_url_text.encode()):
             raise InvalidRecord("resource.resource_id: not the hash of the resource's texts")
         return CheckedResource(
-            rid,
-            _attributes(attributes_text, "resource.attributes"),
-            _plain(schema_url_text, "resource.schema_url"),
+            resource_id=rid,
+            attributes=_attributes(attributes_text, "resource.attributes"),
+            schema_url=_plain(schema_url_text, "resource.schema_url"),
+            pid=pid,
         )
 
-    def metric(self, values: Mapping[str, Any], tracepoint_kind: str | None) -> CheckedMetric:
+    def metric(
+        self,
+        values: Mapping[str, Any],
+        tracepoint_kind: str | None,
+        timestamp: int = 0,
+        pid: int = 0,
+        tracepoint: str = "",
+    ) -> CheckedMetric:
         """A metric point; the tracepoint's kind (record.tracepoints METRIC_KINDS) says
         which, else the record's ``kind`` field."""
         if tracepoint_kind is not None:
@@ -364,39 +413,39 @@ class RecordChecker:
                 positive = _side(buckets.get(mv.POSITIVE), "metric.buckets.positive")
                 negative = _side(buckets.get(mv.NEGATIVE), "metric.buckets.negative")
                 histogram_flags = _count(buckets.get(mv.FLAGS), "metric.buckets.flags")
+        exemplars = _json(values["exemplars"], "metric.exemplars")
         return CheckedMetric(
-            kind,
-            _plain(values["name"], "metric.name"),
-            _plain(values["description"], "metric.description"),
-            _plain(values["unit"], "metric.unit"),
-            _enum(values["temporality"], _TEMPORALITIES, "metric.temporality"),
-            bool(values.get("is_monotonic", 0)),
-            values["start_time_ns"],
-            values["time_ns"],
-            _attributes(values["attributes"], "metric.attributes"),
-            [
-                _exemplar(item)
-                for item in _list(
-                    _json(values["exemplars"], "metric.exemplars"), "metric.exemplars"
-                )
-            ],
-            value,
-            measurements,
-            total,
-            low,
-            high,
-            bounds,
-            counts,
-            scale,
-            zero_count,
-            positive,
-            negative,
-            histogram_flags,
-            values["dropped_attributes"],
-            values["dropped_exemplars"],
-            values["truncated"],
-            values["scope"],
-            self.scope(values["scope"], "metric"),
+            kind=kind,
+            name=_plain(values["name"], "metric.name"),
+            description=_plain(values["description"], "metric.description"),
+            unit=_plain(values["unit"], "metric.unit"),
+            temporality=_enum(values["temporality"], _TEMPORALITIES, "metric.temporality"),
+            monotonic=bool(values.get("is_monotonic", 0)),
+            start_time_ns=values["start_time_ns"],
+            time_ns=values["time_ns"],
+            attributes=_attributes(values["attributes"], "metric.attributes"),
+            exemplars=[_exemplar(item) for item in _list(exemplars, "metric.exemplars")],
+            value=value,
+            measurements=measurements,
+            sum=total,
+            min=low,
+            max=high,
+            bounds=bounds,
+            counts=counts,
+            scale=scale,
+            zero_count=zero_count,
+            positive=positive,
+            negative=negative,
+            histogram_flags=histogram_flags,
+            dropped_attributes=values["dropped_attributes"],
+            dropped_exemplars=values["dropped_exemplars"],
+            truncated=values["truncated"],
+            scope_text=values["scope"],
+            scope=self.scope(values["scope"], "metric"),
+            resource_id=values["resource_id"],
+            timestamp=timestamp,
+            pid=pid,
+            tracepoint=tracepoint,
         )
 
 

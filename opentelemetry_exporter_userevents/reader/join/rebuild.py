@@ -6,16 +6,19 @@ and metric points; or, for an output that writes them itself (OTLP/JSON, see
 :mod:`.otlp_json_direct`), checked spans and logs joined to their resource and scope
 (:class:`JoinedRecord`), counted and released exactly as the SDK objects would be.
 
-Every record first crosses the validation boundary (:mod:`.validation`): one whose fields
-do not have their schema's shape is skipped and counted, by reason and by writer pid, and
-the records around it are unharmed. Each record carries a ``resource_id``; the resource
-itself arrives on its own tracepoint (see docs/schema.md), and is learnt only if the id is
-the hash of its texts, so no process can replace a resource another announced. Records
-whose resource is not known yet wait for it, up to ``resource_wait`` seconds, and are then
-released with an empty resource (counted). Values come back as the SDK stores them:
-attribute sequences as tuples, dropped counts in ``BoundedAttributes``/``BoundedList``, one
-Resource and one InstrumentationScope object per distinct value (the OTLP encoder groups by
-them).
+Every record first crosses the validation boundary (:mod:`.validation`), here or, with
+``--workers``, in the worker that decoded it (:mod:`.joinable`: an encoded span or log and
+what the join reads of it): one whose fields do not have their schema's shape is skipped
+and counted, by reason and by writer pid, and the records around it are unharmed. The join
+reads only checked fields, so both kinds of record join and count alike.
+
+Each record carries a ``resource_id``; the resource itself arrives on its own tracepoint
+(see docs/schema.md), and is learnt only if the id is the hash of its texts, so no process
+can replace a resource another announced. Records whose resource is not known yet wait
+for it, up to ``resource_wait`` seconds, and are then released with an empty resource
+(counted). Values come back as the SDK stores them: attribute sequences as tuples, dropped
+counts in ``BoundedAttributes``/``BoundedList``, one Resource and one InstrumentationScope
+object per distinct value (the OTLP encoder groups by them).
 
 With a :class:`.process_view.ProcessViews` (``record`` only: a capture's pids are another
 time's), each record's resource also gets what the host sees of its writer (its pid, the
@@ -38,9 +41,8 @@ The one field a record does not carry is the parent's own trace flags and trace 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from opentelemetry._logs import LogRecord, SeverityNumber
 from opentelemetry.context import Context
@@ -63,11 +65,16 @@ from opentelemetry.trace import (
 from opentelemetry_exporter_userevents.reader.decode.checked_records import (
     CheckedLog,
     CheckedMetric,
+    CheckedResource,
     CheckedScope,
     CheckedSpan,
 )
 from opentelemetry_exporter_userevents.reader.decode.decoder import TraceRecord
+from opentelemetry_exporter_userevents.reader.decode.joinable import EncodedRecord, RejectedRecord
 from opentelemetry_exporter_userevents.reader.decode.validation import InvalidRecord, RecordChecker
+from opentelemetry_exporter_userevents.reader.join.joined_record import (
+    JoinedRecord as JoinedRecord,  # noqa: PLC0414 - outputs and tests import it from here too
+)
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint, rebuild_point
 from opentelemetry_exporter_userevents.reader.join.sdk_values import (
     bounded_attributes,
@@ -81,22 +88,10 @@ from opentelemetry_exporter_userevents.reader.views.process_view import (
 )
 from opentelemetry_exporter_userevents.record.tracepoints import (
     LOG_KIND,
-    METRIC_KINDS,
     RESOURCE_KIND,
     SPAN_KIND,
     parse_tracepoint,
 )
-
-
-class JoinedRecord(NamedTuple):
-    """A checked span or log, with the resource and scope objects it was joined to (the
-    rebuilder keeps one per distinct value): what a ReadableSpan or ReadableLogRecord
-    would be built from."""
-
-    checked: CheckedSpan | CheckedLog
-    resource: Resource
-    scope: InstrumentationScope | None
-
 
 Telemetry = ReadableSpan | ReadableLogRecord | MetricPoint | JoinedRecord
 
@@ -116,7 +111,10 @@ MAX_JOINED_RESOURCES = 4096
 """Resources joined with a writer's view kept (the first made is forgotten, and made again
 when needed: nothing is lost)."""
 
-Checked = CheckedSpan | CheckedLog | CheckedMetric
+Joinable = CheckedSpan | CheckedLog | CheckedMetric | EncodedRecord
+"""What the join takes (:mod:`.joinable`): a record checked here, or by a worker."""
+Incoming = TraceRecord | EncodedRecord | RejectedRecord
+"""What :meth:`Rebuilder.add` takes: decoded records (checked here), and a worker's."""
 
 
 @dataclass
@@ -180,45 +178,54 @@ class Rebuilder:
         self.checker = RecordChecker()
         self._resources: dict[int, Resource] = {}
         self._scopes: dict[str, InstrumentationScope | None] = {}
-        self._pending: dict[int, list[tuple[float, TraceRecord, Checked, ProcessView | None]]] = {}
+        self._pending: dict[int, list[tuple[float, Joinable, ProcessView | None]]] = {}
         self._pending_count = 0
         self._joined: dict[tuple[int | None, ProcessView], Resource] = {}
 
-    def add(self, records: list[TraceRecord]) -> list[Telemetry]:
+    def add(self, records: Sequence[Incoming]) -> list[Telemetry]:
         """Rebuild ``records`` (in order); return what is ready, including records that
-        were waiting for a resource that has now arrived or waited too long."""
+        were waiting for a resource that has now arrived or waited too long. Decoded
+        records cross the validation boundary here; a worker's already did."""
         ready: list[Telemetry] = []
         now = time.monotonic()
         views = self.process_views
         view: ProcessView | None = None
+        check = self.checker.check
         for record in records:
-            if record.kind == RESOURCE_KIND:
-                if views is not None:
+            checked: Joinable | CheckedResource
+            if isinstance(record, TraceRecord):
+                if views is not None and record.kind == RESOURCE_KIND:
                     views.refresh(record.pid)
-                learnt = self._learn_resource(record)
+                try:
+                    checked = check(record)
+                except InvalidRecord as invalid:
+                    self.stats.count_invalid(invalid.reason, record.pid)
+                    continue
+            elif isinstance(record, RejectedRecord):
+                self.stats.count_invalid(record.reason, record.pid)
+                continue
+            else:
+                checked = record
+            if isinstance(checked, CheckedResource):
+                learnt = self._learn_resource(checked)
                 if learnt is not None and learnt in self._pending:
                     known = self._resources[learnt]
-                    for _, waiting, its_checked, its_view in self._pop_pending(learnt):
+                    for _, its_checked, its_view in self._pop_pending(learnt):
                         if its_view is not None:
-                            self._rebuild(
-                                waiting, its_checked, ready, self._join(learnt, known, its_view)
-                            )
+                            self._rebuild(its_checked, ready, self._join(learnt, known, its_view))
                         else:
-                            self._rebuild(waiting, its_checked, ready, known)
-                continue
-            checked = self._check(record)
-            if checked is None:
+                            self._rebuild(its_checked, ready, known)
                 continue
             if views is not None:
-                view = views.view(record.pid, now)
-            rid = record.values["resource_id"]
+                view = views.view(checked.pid, now)
+            rid = checked.resource_id
             resource = self._resources.get(rid)
             if resource is None:
-                self._wait(record, checked, now, ready, view)
+                self._wait(checked, now, ready, view)
             elif view is None:
-                self._rebuild(record, checked, ready, resource)
+                self._rebuild(checked, ready, resource)
             else:
-                self._rebuild(record, checked, ready, self._join(rid, resource, view))
+                self._rebuild(checked, ready, self._join(rid, resource, view))
         # Ids wait in the order their first record came: the first that is not due ends it.
         while self._pending:
             rid, oldest = next(iter(self._pending.items()))
@@ -238,20 +245,6 @@ class Rebuilder:
     def pending(self) -> int:
         return self._pending_count
 
-    def _check(self, record: TraceRecord) -> Checked | None:
-        kind = record.kind
-        try:
-            if kind == SPAN_KIND:
-                return self.checker.span(record.values)
-            if kind == LOG_KIND:
-                return self.checker.log(record.values)
-            if kind in METRIC_KINDS:
-                return self.checker.metric(record.values, kind)
-            raise InvalidRecord(f"{kind}: not a kind the reader rebuilds")
-        except InvalidRecord as invalid:
-            self.stats.count_invalid(invalid.reason, record.pid)
-            return None
-
     def _join(self, rid: int | None, resource: Resource, view: ProcessView) -> Resource:
         """``resource`` (of id ``rid``; None: the empty one) with what ``view`` adds, one
         object per resource id and view."""
@@ -266,14 +259,9 @@ class Rebuilder:
         return joined
 
     def _wait(
-        self,
-        record: TraceRecord,
-        checked: Checked,
-        now: float,
-        ready: list[Telemetry],
-        view: ProcessView | None,
+        self, checked: Joinable, now: float, ready: list[Telemetry], view: ProcessView | None
     ) -> None:
-        rid: int = record.values["resource_id"]
+        rid = checked.resource_id
         while self._pending and (
             self._pending_count >= MAX_PENDING_RECORDS
             or (rid not in self._pending and len(self._pending) >= MAX_PENDING_RESOURCES)
@@ -281,12 +269,10 @@ class Rebuilder:
             oldest = next(iter(self._pending))
             self.stats.pending_evicted += len(self._pending[oldest])
             self._release(oldest, ready)
-        self._pending.setdefault(rid, []).append((now, record, checked, view))
+        self._pending.setdefault(rid, []).append((now, checked, view))
         self._pending_count += 1
 
-    def _pop_pending(
-        self, rid: int
-    ) -> list[tuple[float, TraceRecord, Checked, ProcessView | None]]:
+    def _pop_pending(self, rid: int) -> list[tuple[float, Joinable, ProcessView | None]]:
         waiting = self._pending.pop(rid)
         self._pending_count -= len(waiting)
         return waiting
@@ -295,16 +281,11 @@ class Rebuilder:
         waiting = self._pop_pending(rid)
         self.stats.without_resource += len(waiting)
         empty = Resource.get_empty()
-        for _, record, checked, view in waiting:
+        for _, checked, view in waiting:
             resource = empty if view is None else self._join(None, empty, view)
-            self._rebuild(record, checked, ready, resource)
+            self._rebuild(checked, ready, resource)
 
-    def _learn_resource(self, record: TraceRecord) -> int | None:
-        try:
-            checked = self.checker.resource(record.values)
-        except InvalidRecord as invalid:
-            self.stats.count_invalid(invalid.reason, record.pid)
-            return None
+    def _learn_resource(self, checked: CheckedResource) -> int | None:
         rid = checked.resource_id
         if rid in self._resources:
             return None  # the id is the hash of the texts: the same resource again
@@ -316,37 +297,43 @@ class Rebuilder:
         self.stats.resources += 1
         return rid
 
-    def _rebuild(
-        self, record: TraceRecord, checked: Checked, ready: list[Telemetry], resource: Resource
-    ) -> None:
+    def _rebuild(self, checked: Joinable, ready: list[Telemetry], resource: Resource) -> None:
         stats = self.stats
         try:
             scope = self.scope(checked.scope_text, checked.scope)
-            if type(checked) is CheckedSpan:
+            if isinstance(checked, CheckedSpan):
                 if self.span_enricher is not None:
-                    checked = self.span_enricher(checked, record.pid)
+                    checked = self.span_enricher(checked, checked.pid)
                 if self.sdk_objects:
                     ready.append(self.span(checked, resource, scope))
                 else:
                     ready.append(JoinedRecord(checked, resource, scope))
                 stats.spans += 1
-            elif type(checked) is CheckedLog:
+            elif isinstance(checked, CheckedLog):
                 if self.sdk_objects:
                     ready.append(self.log(checked, resource, scope))
                 else:
                     ready.append(JoinedRecord(checked, resource, scope))
                 stats.logs += 1
-            else:
-                ready.append(rebuild_point(checked, resource, scope))  # type: ignore[arg-type]
+            elif isinstance(checked, CheckedMetric):
+                ready.append(rebuild_point(checked, resource, scope))
                 stats.metric_points += 1
+            else:  # a worker's, already encoded: no SDK object (an output that needs one
+                # counts it in ``failed``; workers run only for outputs that do not)
+                ready.append(JoinedRecord(checked, resource, scope))
+                if checked.kind == SPAN_KIND:
+                    stats.spans += 1
+                else:
+                    stats.logs += 1
         except Exception:  # noqa: BLE001 - checked values the SDK still refused: count, go on
-            stats.count_invalid(f"{record.kind}: the SDK refused its checked values", record.pid)
+            reason = f"{_kind(checked)}: the SDK refused its checked values"
+            stats.count_invalid(reason, checked.pid)
             return
-        if record.values["truncated"]:
+        if checked.truncated:
             stats.truncated += 1
         service = resource.attributes.get("service.name")
         if not isinstance(service, str):
-            parsed = parse_tracepoint(record.tracepoint)
+            parsed = parse_tracepoint(checked.tracepoint)
             service = f"prefix {parsed.prefix}" if parsed is not None else "unknown"
         if service in stats.services or len(stats.services) < MAX_SERVICES:
             stats.services[service] = stats.services.get(service, 0) + 1
@@ -452,3 +439,15 @@ class Rebuilder:
         record.trace_flags = TraceFlags(checked.trace_flags)
         record.attributes = bounded_attributes(checked.attributes, checked.dropped_attributes)
         return ReadableLogRecord(log_record=record, resource=resource, instrumentation_scope=scope)
+
+
+def _kind(checked: Joinable) -> str:
+    """The record kind of ``checked`` (record.tracepoints ``*_KIND``), for a reason."""
+    if isinstance(checked, EncodedRecord):
+        return checked.kind
+    if isinstance(checked, CheckedSpan):
+        return SPAN_KIND
+    if isinstance(checked, CheckedLog):
+        return LOG_KIND
+    parsed = parse_tracepoint(checked.tracepoint)
+    return parsed.kind if parsed is not None else "metric"

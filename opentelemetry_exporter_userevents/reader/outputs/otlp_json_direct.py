@@ -8,9 +8,11 @@ any of them: the same text, key order included.
 
 Each record comes joined to the SDK ``Resource`` and ``InstrumentationScope`` objects the
 :class:`~.rebuild.Rebuilder` keeps (one per distinct resource and scope): they group the
-records exactly as the encoder groups them (by their own equality, first seen first), and
-their encoded form is made once, not per record. Everything else is written from the
-checked values, as the SDK would have kept them and the encoder written them:
+records exactly as the encoder groups them (:mod:`.grouping`), and their encoded form is
+made once, not per record. A record a worker encoded (:class:`.EncodedRecord`, made with
+:func:`span_item` or :func:`log_item` where it was decoded) comes with its item. Everything
+else is written from the checked values, as the SDK would have kept them and the encoder
+written them:
 
 - attributes as the SDK cleans them (keys ``""`` left out, at every level), an attribute
   the encoder cannot carry left out (an integer beyond 64 bits, a string with a lone
@@ -35,7 +37,7 @@ import base64
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
@@ -46,13 +48,18 @@ from opentelemetry_exporter_userevents.reader.decode.checked_records import (
     CheckedLog,
     CheckedSpan,
 )
-from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord
+from opentelemetry_exporter_userevents.reader.decode.joinable import EncodedRecord
+from opentelemetry_exporter_userevents.reader.join.joined_record import JoinedRecord
+from opentelemetry_exporter_userevents.reader.outputs.grouping import (
+    EncodedCache,
+    Unrepresentable,
+    grouped,
+)
 
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 _HAS_IS_REMOTE = 0x100
 _IS_REMOTE = 0x200
-_CACHE = 4096
 _NON_FINITE = {math.inf: '{"doubleValue":"Infinity"}', -math.inf: '{"doubleValue":"-Infinity"}'}
 _quote: Callable[[str], str] = json.encoder.encode_basestring_ascii
 """A str as ``json.dumps`` writes it (ASCII: other characters escaped)."""
@@ -60,86 +67,41 @@ _float = float.__repr__
 """A finite float as ``json.dumps`` writes it."""
 
 
-class Unrepresentable(ValueError):
-    """A value OTLP cannot carry: an integer beyond 64 bits, a lone surrogate."""
-
-
 def spans_line(
     records: Iterable[JoinedRecord], cache: EncodedCache[str] | None = None
 ) -> tuple[str | None, int]:
-    """An ExportTraceServiceRequest of checked spans, as ``otlp_json.dumps`` writes what
-    :func:`.otlp_json.spans_request` makes of their SDK objects; None if none could be
-    written; and how many were left out."""
-    return _line(records, _span, "resourceSpans", "scopeSpans", "spans", cache)
+    """An ExportTraceServiceRequest of checked spans (or workers' encoded ones), as
+    ``otlp_json.dumps`` writes what :func:`.otlp_json.spans_request` makes of their SDK
+    objects; None if none could be written; and how many were left out."""
+    return _line(records, _span_or_item, "resourceSpans", "scopeSpans", "spans", cache)
 
 
 def logs_line(
     records: Iterable[JoinedRecord], cache: EncodedCache[str] | None = None
 ) -> tuple[str | None, int]:
-    """An ExportLogsServiceRequest of checked logs, as ``otlp_json.dumps`` writes what
-    :func:`.otlp_json.logs_request` makes of their SDK objects; None if none could be
-    written; and how many were left out."""
-    return _line(records, _log, "resourceLogs", "scopeLogs", "logRecords", cache)
+    """An ExportLogsServiceRequest of checked logs (or workers' encoded ones), as
+    ``otlp_json.dumps`` writes what :func:`.otlp_json.logs_request` makes of their SDK
+    objects; None if none could be written; and how many were left out."""
+    return _line(records, _log_or_item, "resourceLogs", "scopeLogs", "logRecords", cache)
 
 
-_E = TypeVar("_E")
+def _span_or_item(record: CheckedSpan | CheckedLog | EncodedRecord) -> str:
+    if type(record) is CheckedSpan:
+        return span_item(record)
+    return _encoded(record)
 
 
-class EncodedCache(Generic[_E]):
-    """The encoded form of each Resource and InstrumentationScope object (by identity:
-    the rebuilder keeps one per distinct value), or None where OTLP cannot carry it; one
-    for JSON text here, one for protobuf bytes in :mod:`.otlp_proto_direct`."""
-
-    def __init__(self) -> None:
-        self._items: dict[int, tuple[object, _E | None]] = {}
-
-    def get(self, item: Any, encode: Callable[[Any], _E]) -> _E | None:
-        try:
-            return self._items[id(item)][1]
-        except KeyError:
-            pass
-        encoded: _E | None
-        try:
-            encoded = encode(item)
-        except Unrepresentable:
-            encoded = None
-        if len(self._items) >= _CACHE:
-            self._items.clear()
-        self._items[id(item)] = (item, encoded)  # the item kept: its id is not reused
-        return encoded
+def _log_or_item(record: CheckedSpan | CheckedLog | EncodedRecord) -> str:
+    if type(record) is CheckedLog:
+        return log_item(record)
+    return _encoded(record)
 
 
-class _Group:
-    """Records of equal resources (or scopes): the first object seen, its encoded form
-    (compared by identity: one group per distinct value)."""
-
-    __slots__ = ("encoded", "first")
-
-    def __init__(self, first: Any, encoded: str | None) -> None:
-        self.first = first
-        self.encoded = encoded
-
-
-def _grouper(cache: EncodedCache[str], encode: Callable[[Any], str]) -> Callable[[Any], _Group]:
-    """The group of an object, as the encoder's dict of them finds it (by equality, the
-    first seen kept), looked up once per distinct object."""
-    by_id: dict[int, _Group] = {}
-    by_value: dict[Any, _Group] = {}
-    keep: list[Any] = []  # the items looked up by id, alive while the ids are used
-
-    def group(item: Any) -> _Group:
-        try:
-            return by_id[id(item)]
-        except KeyError:
-            pass
-        found = by_value.get(item)
-        if found is None:
-            found = by_value[item] = _Group(item, cache.get(item, encode))
-        by_id[id(item)] = found  # by_value holds an equal item; by_id's keeps this one
-        keep.append(item)
-        return found
-
-    return group
+def _encoded(record: CheckedSpan | CheckedLog | EncodedRecord) -> str:
+    """A worker's item (a record of the other kind: a caller's mistake, left out)."""
+    if type(record) is EncodedRecord and record.item is not None:
+        return record.item
+    raise Unrepresentable("OTLP cannot carry it, or not of this request's kind")
 
 
 def _line(
@@ -150,39 +112,16 @@ def _line(
     items_key: str,
     cache: EncodedCache[str] | None,
 ) -> tuple[str | None, int]:
-    cache = cache or EncodedCache[str]()
-    resource_group = _grouper(cache, _resource)
-    scope_group = _grouper(cache, _scope)
-    # Grouped by resource, then scope, first seen first, as the encoder's dicts do.
-    groups: dict[_Group, dict[_Group, list[str]]] = {}
-    failed = 0
-    for checked, resource, scope in records:
-        resource_of = resource_group(resource)
-        scope_of = scope_group(scope)
-        if resource_of.encoded is None or scope_of.encoded is None:
-            failed += 1
-            continue
-        try:
-            encoded = encode(checked)
-        except Unrepresentable:
-            failed += 1
-            continue
-        by_scope = groups.get(resource_of)
-        if by_scope is None:
-            by_scope = groups[resource_of] = {}
-        items = by_scope.get(scope_of)
-        if items is None:
-            items = by_scope[scope_of] = []
-        items.append(encoded)
+    groups, failed = grouped(records, encode, _resource, _scope, cache or EncodedCache[str]())
     if not groups:
         return None, failed
     resource_items = []
-    for resource_of, by_scope in groups.items():
+    for resource_of in groups:
         scope_items = []
-        for scope_of, items in by_scope.items():
+        for scope_of in resource_of.used:
             url = scope_of.first.schema_url if scope_of.first is not None else None
             scope_items.append(
-                f'{{"scope":{scope_of.encoded},"{items_key}":[{",".join(items)}]'
+                f'{{"scope":{scope_of.encoded},"{items_key}":[{",".join(scope_of.items)}]'
                 + (f',"schemaUrl":{_quote(url)}}}' if url else "}")
             )
         url = resource_of.first.schema_url
@@ -214,7 +153,9 @@ def _scope(scope: InstrumentationScope | None) -> str:
     return "{" + ",".join(parts) + "}"
 
 
-def _span(span: CheckedSpan) -> str:
+def span_item(span: CheckedSpan) -> str:
+    """A span's item in a ``spans`` list (raises :class:`.Unrepresentable` where the
+    encoder would refuse the span)."""
     parts = [f'{{"traceId":"{span.trace_id:032x}","spanId":"{span.span_id:016x}"']
     if span.trace_state:
         trace_state = ",".join(f"{k}={v}" for k, v in span.trace_state)
@@ -286,7 +227,9 @@ def _link(link: CheckedLink) -> str:
     return "".join(parts)
 
 
-def _log(log: CheckedLog) -> str:
+def log_item(log: CheckedLog) -> str:
+    """A log's item in a ``logRecords`` list (raises :class:`.Unrepresentable` where the
+    encoder would refuse the log)."""
     parts = []
     if log.time_ns:
         parts.append(f'"timeUnixNano":"{log.time_ns}"')

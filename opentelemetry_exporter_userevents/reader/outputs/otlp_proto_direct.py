@@ -15,10 +15,10 @@ serializes them; a field of proto3's implicit presence left out when it holds it
 times as ``fixed64``, ``flags`` as ``fixed32``, negative integers in ten bytes; ids as 16
 and 8 big-endian bytes (a log's left out when 0, a span's never).
 
-Records are grouped by resource, then scope, first seen first, by the values' own equality,
-as the encoder's dicts group them. A record the encoder would refuse (a name with a lone
-surrogate, a log body integer beyond 64 bits) is left out and counted; an attribute it
-cannot carry is left out, as the encoder leaves it out.
+Records are grouped by resource, then scope, as the encoder's dicts group them
+(:mod:`.grouping`, shared with the JSON encoder). A record the encoder would refuse (a name
+with a lone surrogate, a log body integer beyond 64 bits) is left out and counted; an
+attribute it cannot carry is left out, as the encoder leaves it out.
 ``tests/reader/outputs/test_otlp_proto_direct.py`` proves the bytes equal to the installed
 encoder's over every value kind.
 """
@@ -38,10 +38,12 @@ from opentelemetry_exporter_userevents.reader.decode.checked_records import (
     CheckedLog,
     CheckedSpan,
 )
-from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord
-from opentelemetry_exporter_userevents.reader.outputs.otlp_json_direct import (
+from opentelemetry_exporter_userevents.reader.decode.joinable import EncodedRecord
+from opentelemetry_exporter_userevents.reader.join.joined_record import JoinedRecord
+from opentelemetry_exporter_userevents.reader.outputs.grouping import (
     EncodedCache,
     Unrepresentable,
+    grouped,
 )
 
 _INT64_MIN = -(1 << 63)
@@ -49,7 +51,6 @@ _INT64_MAX = (1 << 63) - 1
 _U64_MASK = (1 << 64) - 1
 _HAS_IS_REMOTE = 0x100
 _IS_REMOTE = 0x200
-_CACHE = 4096
 _BYTE = [bytes((n,)) for n in range(128)]
 _fixed64 = struct.Struct("<Q").pack
 _fixed32 = struct.Struct("<I").pack
@@ -126,7 +127,7 @@ def spans_request(
     """The serialized ExportTraceServiceRequest of checked spans, the bytes
     ``encode_spans(...).SerializeToString()`` makes of their SDK objects; None if none could
     be encoded; and how many were left out."""
-    return _request(records, _span, cache)
+    return _request(records, _span_record, cache)
 
 
 def logs_request(
@@ -135,21 +136,25 @@ def logs_request(
     """The serialized ExportLogsServiceRequest of checked logs, the bytes
     ``encode_logs(...).SerializeToString()`` makes of their SDK objects; None if none could
     be encoded; and how many were left out."""
-    return _request(records, _log, cache)
+    return _request(records, _log_record, cache)
 
 
-class _Group:
-    """Records of equal resources (or scopes): the encoded form of the first object seen,
-    its scope groups by value, those with records in the order of their first record (or
-    its encoded records)."""
+def _span_record(record: CheckedSpan | CheckedLog | EncodedRecord) -> bytes:
+    if type(record) is not CheckedSpan:  # a worker's JSON item, or a log: not ours
+        raise Unrepresentable("not a checked span")
+    try:
+        return span_item(record)
+    except (OverflowError, IndexError, struct.error):  # a value past its field (checks
+        raise Unrepresentable("a value past its field") from None  # keep them out)
 
-    __slots__ = ("encoded", "items", "scopes", "used")
 
-    def __init__(self, encoded: _Encoded | None) -> None:
-        self.encoded = encoded
-        self.items: list[bytes] = []
-        self.scopes: dict[Any, _Group] = {}
-        self.used: list[_Group] = []
+def _log_record(record: CheckedSpan | CheckedLog | EncodedRecord) -> bytes:
+    if type(record) is not CheckedLog:
+        raise Unrepresentable("not a checked log")
+    try:
+        return log_item(record)
+    except (OverflowError, IndexError, struct.error):
+        raise Unrepresentable("a value past its field") from None
 
 
 def _request(
@@ -157,49 +162,11 @@ def _request(
     encode: Callable[[Any], bytes],
     cache: RequestCache | None,
 ) -> tuple[bytes | None, int]:
-    cache = cache or RequestCache()
-    # Grouped by resource, then scope, by value, in the order of each group's first record
-    # encoded, as the encoder's dicts group the SDK objects it encodes; each distinct object
-    # looked up by value once.
-    resources: dict[Any, _Group] = {}
-    used: list[_Group] = []
-    resource_by_id: dict[int, _Group] = {}
-    scope_by_id: dict[tuple[int, int], _Group] = {}
-    keep: list[Any] = []  # the objects looked up by id, alive while the ids are used
-    failed = 0
-    for checked, resource, scope in records:
-        resource_of = resource_by_id.get(id(resource))
-        if resource_of is None:
-            resource_of = resources.get(resource)
-            if resource_of is None:
-                resource_of = resources[resource] = _Group(cache.get(resource, _resource))
-            resource_by_id[id(resource)] = resource_of
-            keep.append(resource)
-        key = (id(resource_of), id(scope))
-        scope_of = scope_by_id.get(key)
-        if scope_of is None:
-            scope_of = resource_of.scopes.get(scope)
-            if scope_of is None:
-                scope_of = resource_of.scopes[scope] = _Group(cache.get(scope, _scope))
-            scope_by_id[key] = scope_of
-            keep.append(scope)
-        if resource_of.encoded is None or scope_of.encoded is None:
-            failed += 1
-            continue
-        try:
-            encoded = encode(checked)
-        except (Unrepresentable, OverflowError, IndexError, struct.error):
-            failed += 1  # (the last three: a value past its field, which checks keep out)
-            continue
-        if not scope_of.items:
-            if not resource_of.used:
-                used.append(resource_of)
-            resource_of.used.append(scope_of)
-        scope_of.items.append(encoded)
-    if not used:
+    groups, failed = grouped(records, encode, _resource, _scope, cache or RequestCache())
+    if not groups:
         return None, failed
     parts = []
-    for resource_of in used:
+    for resource_of in groups:
         scope_parts = []
         for scope_of in resource_of.used:
             scope_field, scope_url = scope_of.encoded or (b"", b"")
@@ -231,7 +198,9 @@ def _scope(scope: InstrumentationScope | None) -> _Encoded:
     return _field(_FIELD_1, b"".join(parts)), _field(_FIELD_3, url) if url else b""
 
 
-def _span(span: CheckedSpan) -> bytes:
+def span_item(span: CheckedSpan) -> bytes:
+    """A span's ``spans`` field of a ScopeSpans (raises :class:`.Unrepresentable` where
+    the encoder would refuse the span)."""
     parts = [
         b"\x0a\x10"
         + span.trace_id.to_bytes(16, "big")
@@ -309,7 +278,9 @@ def _link(link: CheckedLink) -> bytes:
     return b"".join(parts)
 
 
-def _log(log: CheckedLog) -> bytes:
+def log_item(log: CheckedLog) -> bytes:
+    """A log's ``log_records`` field of a ScopeLogs (raises :class:`.Unrepresentable`
+    where the encoder would refuse the log)."""
     parts = []
     if log.time_ns:
         parts.append(_LOG_TIME + _fixed64(log.time_ns))
@@ -379,12 +350,14 @@ def _attributes(tag: bytes, attributes: Mapping[str, Any], clean: bool = True) -
 
 _KEYS: dict[str, bytes] = {}
 """The KeyValue key field of each short attribute key seen."""
+MAX_KEYS = 4096
+"""Key fields kept in ``_KEYS``; past it, it starts again (keys of 64 characters at most)."""
 
 
 def _key_field(key: str) -> bytes:
     field = _field(_KEY, key.encode())
     if len(key) <= 64:
-        if len(_KEYS) >= _CACHE:
+        if len(_KEYS) >= MAX_KEYS:
             _KEYS.clear()
         _KEYS[key] = field
     return field

@@ -26,6 +26,7 @@ from opentelemetry_exporter_userevents.reader.outputs import (
     otlp_json,
     otlp_json_direct,
 )
+from opentelemetry_exporter_userevents.reader.outputs.grouping import EncodedCache
 from opentelemetry_exporter_userevents.reader.outputs.tree_view import TreeView
 
 
@@ -60,8 +61,9 @@ def _metric_points(items: Sequence[Telemetry]) -> list[MetricPoint]:
 class OtlpJsonOutput:
     """One ExportTraceServiceRequest line and one ExportLogsServiceRequest line per batch.
 
-    Spans and logs come as JoinedRecord, written straight (:mod:`.otlp_json_direct`); as
-    SDK objects, they go through the OTLP encoder (the same JSON)."""
+    Spans and logs come as JoinedRecord, written straight (:mod:`.otlp_json_direct`; with
+    ``--workers``, each with the item a worker encoded); as SDK objects, they go through
+    the OTLP encoder (the same JSON)."""
 
     sdk_objects = False
 
@@ -70,16 +72,16 @@ class OtlpJsonOutput:
         self.out = out
         self.failed = 0
         """Spans and logs the OTLP encoder could not carry, left out."""
-        self._encoded = otlp_json_direct.EncodedCache[str]()
+        self._encoded = EncodedCache[str]()
 
     def write(self, items: Sequence[Telemetry]) -> None:
         joined = [i for i in items if type(i) is JoinedRecord]
         if joined:
-            spans_joined = [i for i in joined if type(i.checked) is CheckedSpan]
+            spans_joined = [i for i in joined if i.is_span]
             if spans_joined:
                 self._write_line(otlp_json_direct.spans_line(spans_joined, self._encoded))
             if len(spans_joined) < len(joined):
-                logs_joined = [i for i in joined if type(i.checked) is not CheckedSpan]
+                logs_joined = [i for i in joined if not i.is_span]
                 self._write_line(otlp_json_direct.logs_line(logs_joined, self._encoded))
         spans, logs = _split(items)
         if spans:

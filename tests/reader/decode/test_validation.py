@@ -8,8 +8,12 @@ resources are checked against their id; the rebuilder's tables stay bounded."""
 from __future__ import annotations
 
 import pytest
+from opentelemetry.sdk.metrics.export import NumberDataPoint
 from opentelemetry.sdk.resources import Resource
 
+from opentelemetry_exporter_userevents._export.metric_encoder import PointItem, encode_point
+from opentelemetry_exporter_userevents.abi.ring_buffer import FTRACE_MAX_PAYLOAD
+from opentelemetry_exporter_userevents.reader.decode.checked_records import CheckedResource
 from opentelemetry_exporter_userevents.reader.decode.decoder import TraceRecord
 from opentelemetry_exporter_userevents.reader.decode.validation import (
     InvalidRecord,
@@ -19,7 +23,9 @@ from opentelemetry_exporter_userevents.reader.decode.validation import (
 from opentelemetry_exporter_userevents.reader.join import rebuild
 from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.record import anyvalue, flags, schema
+from opentelemetry_exporter_userevents.record import metric_values as mv
 from opentelemetry_exporter_userevents.record.resource_id import hash_resource
+from opentelemetry_exporter_userevents.record.schema import METRIC_NUMBER
 from tests.reader.join.test_rebuild import (
     RESOURCE_FORMAT,
     check_same_span,
@@ -28,7 +34,7 @@ from tests.reader.join.test_rebuild import (
     span_record,
 )
 from tests.support.pages import record
-from tests.support.records import same
+from tests.support.records import format_of, same
 from tests.support.span_fixtures import RESOURCE, make_logs, make_spans
 
 HOSTILE_PID = 4242
@@ -198,3 +204,35 @@ def test_resource_ids_are_content_hashes():
     genuine = resource_record(RESOURCE)
     texts = genuine.values["attributes"].encode(), genuine.values["schema_url"].encode()
     assert genuine.values["resource_id"] == hash_resource(*texts)
+
+
+def _metric_record(rid: int) -> TraceRecord:
+    point = NumberDataPoint({"k": "v"}, 1, 2, 7, [])
+    item = PointItem(RESOURCE, None, "n", "d", "ms", point, mv.KIND_SUM, 2, True)
+    payload, _ = encode_point(item, rid, FTRACE_MAX_PAYLOAD)
+    values = METRIC_NUMBER.unpack(record(1, payload), format_of(METRIC_NUMBER, "otel_metric_sum"))
+    return TraceRecord(0, "metric_sum", "otel_metric_sum", 1, values)
+
+
+def test_checked_records_carry_what_the_join_reads():
+    """Resource id, the writer's truncated bits and where the record came from: nothing
+    past the boundary reads a raw value."""
+    rid = _rid()
+    cut = span_record(make_spans()[0], rid)
+    cut = cut._replace(values={**cut.values, "truncated": flags.TRUNCATED_ATTRIBUTES})
+    decoded = [cut, log_record(make_logs()[0], rid), _metric_record(rid)]
+    checker = RecordChecker()
+    for n, good in enumerate(decoded):
+        got = good._replace(timestamp=1000 + n, pid=77 + n, tracepoint=f"app_{good.kind}.{n}")
+        checked = checker.check(got)
+        assert (checked.resource_id, checked.truncated) == (rid, got.values["truncated"])
+        assert (checked.timestamp, checked.pid, checked.tracepoint) == (
+            got.timestamp,
+            got.pid,
+            got.tracepoint,
+        )
+    assert checker.check(cut).truncated == flags.TRUNCATED_ATTRIBUTES != 0
+    resource = checker.check(resource_record(RESOURCE)._replace(pid=99))
+    assert isinstance(resource, CheckedResource) and resource.pid == 99
+    with pytest.raises(InvalidRecord, match="^nothing: not a kind the reader rebuilds$"):
+        checker.check(cut._replace(kind="nothing"))

@@ -14,9 +14,13 @@ from opentelemetry_exporter_userevents._export.log_encoder import encode_log
 from opentelemetry_exporter_userevents._export.span_encoder import encode_span
 from opentelemetry_exporter_userevents.abi.ring_buffer import FTRACE_MAX_PAYLOAD
 from opentelemetry_exporter_userevents.reader.decode.decoder import TraceRecord
+from opentelemetry_exporter_userevents.reader.decode.joinable import EncodedRecord, RejectedRecord
+from opentelemetry_exporter_userevents.reader.decode.validation import RecordChecker
 from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.reader.outputs import otlp_json
+from opentelemetry_exporter_userevents.reader.outputs.output import OtlpJsonOutput
 from opentelemetry_exporter_userevents.reader.outputs.tree_view import TreeView
+from opentelemetry_exporter_userevents.reader.worker_loop import check_and_encode
 from opentelemetry_exporter_userevents.record import anyvalue, flags, schema
 from opentelemetry_exporter_userevents.record.resource_id import hash_resource
 from tests.support.pages import record
@@ -252,3 +256,30 @@ def test_tree_view_prints_orphans_on_flush_and_logs_at_once():
     assert out.getvalue().count("\n") == 1 and "checkout" in out.getvalue()
     view.flush()
     assert f"(parent {spans[0].parent.span_id:016x} not seen)" in out.getvalue()
+
+
+def test_the_join_takes_a_workers_records_as_it_takes_checked_ones():
+    """Records a worker checked and encoded (no raw value, no SDK object) wait for their
+    resource, join it and its scope, and are counted exactly as the same records checked
+    here; the output writes the same lines; a worker's verdict of invalid is counted by
+    reason and writer pid."""
+    resource = resource_record(RESOURCE)
+    rid = resource.values["resource_id"]
+    spans = [span_record(span, rid)._replace(pid=7) for span in make_spans()]
+    logs = [log_record(log, rid)._replace(pid=8) for log in make_logs()]
+    bad = spans[0]._replace(pid=9, values={**spans[0].values, "kind": 9})
+    unknown = spans[1]._replace(values={**spans[1].values, "resource_id": rid + 1})
+    decoded = [*spans, bad, unknown, *logs, resource]  # all but one wait for the resource
+    encoded = check_and_encode(decoded, RecordChecker())
+    assert {type(item) for item in encoded} == {EncodedRecord, RejectedRecord, TraceRecord}
+    here, there = Rebuilder(sdk_objects=False), Rebuilder(sdk_objects=False)
+    lines = []
+    for rebuilder, records in ((here, decoded), (there, encoded)):
+        out = io.StringIO()
+        output = OtlpJsonOutput(out)
+        output.write(rebuilder.add(records) + rebuilder.flush())
+        lines.append(out.getvalue())
+    assert lines[0] == lines[1] != ""
+    assert here.stats == there.stats
+    assert there.stats.spans == len(spans) + 1 and there.stats.logs == len(logs)
+    assert there.stats.invalid_pids == {9: 1} and there.stats.without_resource == 1

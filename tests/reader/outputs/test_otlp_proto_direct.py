@@ -202,3 +202,11 @@ def test_a_value_past_its_field_fails_its_record_only() -> None:
     data, failed = otlp_proto_direct.spans_request(batch)
     assert failed == 3
     assert data == otlp_proto_direct.spans_request(batch[3:])[0]
+
+
+def test_the_key_fields_kept_are_bounded_whatever_the_keys(monkeypatch) -> None:
+    monkeypatch.setattr(otlp_proto_direct, "MAX_KEYS", 8)
+    monkeypatch.setattr(otlp_proto_direct, "_KEYS", {})
+    for n in range(50):  # a hostile writer: new attribute keys in every span
+        _same(_joined(_span(attributes={f"k{n}": n, "same": 1})))
+        assert len(otlp_proto_direct._KEYS) <= 8

@@ -1,0 +1,64 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""What the join (:class:`~.rebuild.Rebuilder`: resources, records waiting for theirs,
+scopes, counts) takes past the validation boundary, whoever checked the record.
+
+In-process, a span, log or metric point is a checked record (:mod:`.checked_records`).
+With ``--workers``, a worker checks and encodes a span or log where it decoded it and
+sends back an :class:`EncodedRecord`: the encoded item and the few fields the join reads,
+nothing else; or a :class:`RejectedRecord`: the reason it is invalid. Both kinds of
+record are :class:`Joinable`, so the join treats them alike and its counts are the same.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Protocol
+
+from opentelemetry_exporter_userevents.reader.decode.checked_records import CheckedScope
+
+
+class Joinable(Protocol):
+    """The fields the join reads of a span, log or metric point."""
+
+    @property
+    def timestamp(self) -> int: ...
+    @property
+    def pid(self) -> int: ...
+    @property
+    def tracepoint(self) -> str: ...
+    @property
+    def resource_id(self) -> int: ...
+    @property
+    def truncated(self) -> int: ...
+    @property
+    def scope_text(self) -> str: ...
+    @property
+    def scope(self) -> CheckedScope | None: ...
+
+
+class EncodedRecord(NamedTuple):
+    """A span or log a worker checked and encoded as an OTLP/JSON item (see
+    :mod:`..workers`); what the join needs of it, and the item."""
+
+    timestamp: int
+    """First: records of several CPUs merge by it, as :class:`.TraceRecord` do."""
+    pid: int
+    tracepoint: str
+    kind: str
+    """``span`` or ``log`` (record.tracepoints SPAN_KIND, LOG_KIND)."""
+    resource_id: int
+    truncated: int
+    scope_text: str
+    scope: CheckedScope | None
+    item: str | None
+    """Its OTLP/JSON item; None where OTLP cannot carry it (the output counts it)."""
+
+
+class RejectedRecord(NamedTuple):
+    """A record a worker found invalid: the join counts it, by reason and writer pid."""
+
+    timestamp: int
+    pid: int
+    reason: str
+    """From :class:`.InvalidRecord`'s fixed vocabulary."""

@@ -1,0 +1,143 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""What a decoding worker does with a chunk of pages (:mod:`.workers`): decode, check at
+the validation boundary, and encode each span or log as its OTLP/JSON item; the main
+process does the same with a chunk whose worker died (:func:`decode_chunk`), so the result
+is the same either way.
+
+A worker sends back, per record: an :class:`.EncodedRecord` for a span or log that passed
+the checks (its item, and what the join reads), a :class:`.RejectedRecord` for one that did
+not (the reason), and resources and metric points whole, as :class:`.TraceRecord` (the
+main process checks them: they are few, and the join needs them whole).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import traceback
+from collections.abc import Iterable, Sequence
+from multiprocessing.connection import Connection
+from typing import Any
+
+from opentelemetry_exporter_userevents.abi.format import parse_format
+from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
+from opentelemetry_exporter_userevents.reader.decode.checked_records import CheckedLog, CheckedSpan
+from opentelemetry_exporter_userevents.reader.decode.decoder import (
+    DecoderStats,
+    RecordDecoder,
+    TraceRecord,
+)
+from opentelemetry_exporter_userevents.reader.decode.joinable import EncodedRecord, RejectedRecord
+from opentelemetry_exporter_userevents.reader.decode.validation import InvalidRecord, RecordChecker
+from opentelemetry_exporter_userevents.reader.outputs.grouping import Unrepresentable
+from opentelemetry_exporter_userevents.reader.outputs.otlp_json_direct import log_item, span_item
+from opentelemetry_exporter_userevents.record.tracepoints import LOG_KIND, SPAN_KIND
+
+Decoded = TraceRecord | EncodedRecord | RejectedRecord
+"""A record as a worker sends it back (what :meth:`.Rebuilder.add` takes)."""
+Stats = tuple[int, int, int, int, int]
+"""A chunk's :class:`.DecoderStats`: records, pages, corrupt pages, undecodable records,
+pages after lost events."""
+
+
+def check_and_encode(records: Iterable[TraceRecord], checker: RecordChecker) -> list[Decoded]:
+    """What a worker sends back for decoded records (see :data:`Decoded`)."""
+    out: list[Decoded] = []
+    scopes: dict[str, str] = {}  # one object per scope text: pickled once per chunk
+    for record in records:
+        timestamp, kind, tracepoint, pid, values = record
+        checked: CheckedSpan | CheckedLog
+        try:
+            if kind == SPAN_KIND:
+                checked = checker.span(values, timestamp, pid, tracepoint)
+            elif kind == LOG_KIND:
+                checked = checker.log(values, timestamp, pid, tracepoint)
+            else:
+                out.append(record)
+                continue
+        except InvalidRecord as invalid:
+            out.append(RejectedRecord(timestamp=timestamp, pid=pid, reason=invalid.reason))
+            continue
+        item: str | None
+        try:
+            item = span_item(checked) if isinstance(checked, CheckedSpan) else log_item(checked)
+        except Unrepresentable:
+            item = None
+        scope_text = scopes.setdefault(checked.scope_text, checked.scope_text)
+        out.append(
+            EncodedRecord(
+                timestamp=timestamp,
+                pid=pid,
+                tracepoint=tracepoint,
+                kind=kind,
+                resource_id=checked.resource_id,
+                truncated=checked.truncated,
+                scope_text=scope_text,
+                scope=checked.scope,
+                item=item,
+            )
+        )
+    return out
+
+
+def decode_chunk(
+    decoder: RecordDecoder, checker: RecordChecker, pages: Iterable[bytes]
+) -> tuple[list[Decoded], Stats]:
+    """A chunk of pages, decoded, checked and encoded; and what the decoder counted."""
+    decoder.stats = stats = DecoderStats()
+    records: list[TraceRecord] = []
+    for page in pages:
+        decoder.decode_page(page, records)
+    counts = (stats.records, stats.pages, stats.corrupt_pages, stats.undecodable,
+              stats.pages_with_missed_events)  # fmt: skip
+    return check_and_encode(records, checker), counts
+
+
+def add_formats(decoder: RecordDecoder, texts: Iterable[str]) -> None:
+    for text in texts:
+        try:
+            decoder.add(parse_format(text))
+        except ValueError:
+            continue  # the main process refused it too
+
+
+def serve(
+    tasks: Connection, results: Connection, prefixes: Sequence[str], layout: PageLayout
+) -> None:
+    """A worker: formats and chunks of pages in, decoded chunks out, until its pipe closes.
+    Results go out through a thread, so the worker keeps taking chunks while the main
+    process is busy (neither side ever blocks on the other's full pipe)."""
+    decoder = RecordDecoder(prefixes, layout)
+    checker = RecordChecker()
+    outgoing: queue.Queue[Any] = queue.Queue()
+
+    def send() -> None:
+        while (message := outgoing.get()) is not None:
+            try:
+                results.send(message)
+            except OSError:
+                os._exit(1)  # the main process is gone
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    outgoing.put(("ready",))  # its imports done: from now on, a chunk takes little time
+    try:
+        while True:
+            try:
+                task = tasks.recv()
+            except EOFError:
+                break
+            if task is None:
+                break
+            if task[0] == "formats":
+                add_formats(decoder, task[1])
+                continue
+            _, ticket, pages = task
+            outgoing.put((ticket, *decode_chunk(decoder, checker, pages)))
+    except BaseException:  # noqa: BLE001 - a bug: the main process reports it
+        outgoing.put(("error", traceback.format_exc(limit=8)))
+    outgoing.put(None)
+    sender.join()
