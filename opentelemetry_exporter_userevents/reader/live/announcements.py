@@ -18,7 +18,6 @@ are forgotten first, and counted), and an announcement costs the reader at most 
 
 from __future__ import annotations
 
-import os
 import select
 import time
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from opentelemetry_exporter_userevents.abi.format import parse_format
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageError, PageLayout, parse_page
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs
 from opentelemetry_exporter_userevents.abi.uapi import USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM
+from opentelemetry_exporter_userevents.reader.live.cpu_pipes import CpuPipes
 from opentelemetry_exporter_userevents.reader.live.tracefs_instance import TracefsInstance
 from opentelemetry_exporter_userevents.record.schema import (
     ANNOUNCE,
@@ -72,13 +72,6 @@ class AnnouncementStats:
 
 
 @dataclass
-class _Cpu:
-    number: int
-    fd: int
-    lost_seen: int = 0
-
-
-@dataclass
 class AnnouncementListener:
     """Enables the announcement tracepoints in an instance of its own and reads them."""
 
@@ -94,7 +87,7 @@ class AnnouncementListener:
     def __post_init__(self) -> None:
         self.tracefs_instance = TracefsInstance(self.tracefs, ANNOUNCE_INSTANCE_PREFIX)
         self._unpackers: dict[int, RecordUnpacker] = {}
-        self._cpus: list[_Cpu] = []
+        self.pipes = CpuPipes(self.tracefs, self.tracefs_instance.name, _PAGES_PER_READ)
         self._poll = select.poll()
         self.heard_pids: set[int] = set()
         """The writers (``common_pid``) of the announcements the last :meth:`read` heard."""
@@ -110,11 +103,8 @@ class AnnouncementListener:
             for name in self.tracefs.events(system):
                 if is_announce(name):
                     self._enable(system, name)
-        for cpu in self.tracefs.cpus(instance.name):
-            path = self.tracefs.trace_pipe_raw(instance.name, cpu)
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-            self._cpus.append(_Cpu(cpu, fd))
-            self._poll.register(fd, select.POLLIN)
+        self.pipes.open()
+        self.pipes.register(self._poll)
 
     def _enable(self, system: str, name: str) -> None:
         where = f"{system}/{name}"
@@ -132,7 +122,7 @@ class AnnouncementListener:
 
     def wait(self, timeout: float) -> None:
         """Sleep up to ``timeout`` seconds, less if an announcement arrives."""
-        if not self._cpus:
+        if not self.pipes.fds:
             time.sleep(timeout)
             return
         try:
@@ -146,21 +136,9 @@ class AnnouncementListener:
         tracepoints at once)."""
         heard: set[str] = set()
         self.heard_pids = set()
-        for cpu in self._cpus:
-            pages = 0
-            for _ in range(_PAGES_PER_READ):
-                try:
-                    page = os.read(cpu.fd, self.layout.page_size)
-                except BlockingIOError:
-                    break
-                except InterruptedError:
-                    continue
-                if not page:
-                    break
-                pages += 1
-                self._page(page, heard)
-            if pages:
-                self._count_lost(cpu)
+        for _, page in self.pipes.read(self.layout.page_size, count_idle_cpus=False):
+            self._page(page, heard)
+        self.stats.lost = self.pipes.lost
         return heard
 
     def _page(self, raw: bytes, heard: set[str]) -> None:
@@ -203,20 +181,7 @@ class AnnouncementListener:
         if event == ANNOUNCE_GAVE_UP and known.gave_up is None:
             known.gave_up = now
 
-    def _count_lost(self, cpu: _Cpu) -> None:
-        try:
-            stats = self.tracefs.cpu_stats(self.tracefs_instance.name, cpu.number)
-        except OSError:
-            return
-        lost = stats.get("overrun", 0) + stats.get("dropped events", 0)
-        if lost > cpu.lost_seen:
-            self.stats.lost += lost - cpu.lost_seen
-            cpu.lost_seen = lost
-
     def close(self) -> None:
         """Disable, remove the instance (idempotent)."""
-        for cpu in self._cpus:
-            self._poll.unregister(cpu.fd)
-            os.close(cpu.fd)
-        self._cpus = []
+        self.pipes.close(self._poll)
         self.tracefs_instance.close()

@@ -16,7 +16,6 @@ reader is removed at the next start of a reader in the same pid namespace.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from opentelemetry_exporter_userevents.reader.live.announcements import (
     Announced,
     AnnouncementListener,
 )
+from opentelemetry_exporter_userevents.reader.live.cpu_pipes import CpuPipes
 from opentelemetry_exporter_userevents.reader.live.tracefs_instance import (
     InstanceOwner,
     TracefsInstance,
@@ -74,13 +74,6 @@ class LateService:
     why: str
     """``not announced`` (an app of an older release, or announcements turned off), or
     ``gave up waiting after N ms`` (the reader was too slow: stalled or busy)."""
-
-
-@dataclass
-class _Cpu:
-    number: int
-    fd: int
-    lost_seen: int = 0
 
 
 def our_tracepoints(
@@ -132,18 +125,12 @@ class TraceReader(InstanceOwner):
         self.tracefs_instance = TracefsInstance(self.tracefs, INSTANCE_PREFIX)
         self.instance = self.tracefs_instance.name
         self.decoder = RecordDecoder(self.prefixes)
-        self.lost = 0
-        """Records the kernel lost (overwritten or dropped), from the per-CPU ``stats``."""
-        self.first_loss: float | None = None
-        self.last_loss: float | None = None
-        """When (``time.monotonic()``) a read first and last found that records had been
-        lost: the reader fell behind its writers between those reads and the ones before."""
         self.filter_rejected: dict[str, str] = {}
         """Tracepoints the kernel would not take the filter for (not enabled): reasons."""
         self.incompatible: dict[str, str] = {}
         """Tracepoints with our names but not our schema (not enabled): reasons."""
         self._enabled: dict[tuple[str, str], _Enabled] = {}
-        self._cpus: list[_Cpu] = []
+        self.pipes = CpuPipes(self.tracefs, self.instance, _PAGES_PER_READ)
         self._next_scan = 0.0
         self.announcements: AnnouncementListener | None = None
         """Under ``*`` (with ``hold``): the announcements of new services
@@ -176,9 +163,7 @@ class TraceReader(InstanceOwner):
                 self.holder.hold(p for p in self.prefixes if p != ANY_PREFIX)
                 if ANY_PREFIX in self.prefixes:
                     self._listen_to_announcements(self.holder)
-            for cpu in self.tracefs.cpus(self.instance):
-                path = self.tracefs.trace_pipe_raw(self.instance, cpu)
-                self._cpus.append(_Cpu(cpu, os.open(path, os.O_RDONLY | os.O_NONBLOCK)))
+            self.pipes.open()
             self._started = time.monotonic()
             self.scan()
         except BaseException:
@@ -205,9 +190,7 @@ class TraceReader(InstanceOwner):
     def close(self) -> None:
         """Disable our tracepoints, remove the instances, and let go of the tracepoints the
         reader held. Idempotent."""
-        for cpu in self._cpus:
-            os.close(cpu.fd)
-        self._cpus = []
+        self.pipes.close()
         self.tracefs_instance.close()
         if self.announcements is not None:
             self.announcements.close()
@@ -330,6 +313,22 @@ class TraceReader(InstanceOwner):
         return True
 
     @property
+    def lost(self) -> int:
+        """Records the kernel lost (overwritten or dropped), from the per-CPU ``stats``."""
+        return self.pipes.lost
+
+    @property
+    def first_loss(self) -> float | None:
+        """When (``time.monotonic()``) a read first found that records had been lost."""
+        return self.pipes.first_loss
+
+    @property
+    def last_loss(self) -> float | None:
+        """When a read last found a loss: the reader fell behind its writers between the
+        first and the last, and the reads before them."""
+        return self.pipes.last_loss
+
+    @property
     def tracepoints(self) -> dict[str, str]:
         """Enabled tracepoints (``system/name``) and their kind."""
         return {f"{t.system}/{t.name}": t.kind for t in self._enabled.values()}
@@ -354,21 +353,7 @@ class TraceReader(InstanceOwner):
     def read_cpu_pages(self) -> list[tuple[int, bytes]]:
         """(cpu, sub-buffer) for every page available now, CPU by CPU (for :meth:`read`,
         and to capture pages for offline decoding); updates :attr:`lost`."""
-        pages = []
-        page_size = self.decoder.layout.page_size
-        for cpu in self._cpus:
-            for _ in range(_PAGES_PER_READ):
-                try:
-                    page = os.read(cpu.fd, page_size)
-                except BlockingIOError:
-                    break
-                except InterruptedError:
-                    continue
-                if not page:
-                    break
-                pages.append((cpu.number, page))
-        self._count_lost()
-        return pages
+        return self.pipes.read(self.decoder.layout.page_size)
 
     def capture(self) -> list[tuple[int, bytes]]:
         """Like :meth:`read_cpu_pages`, and rescan when due (``record --capture``: pages are
@@ -381,17 +366,3 @@ class TraceReader(InstanceOwner):
         """(system, ``format`` file text) of every tracepoint enabled so far, as it was when
         enabled (to decode captured pages, even after the tracepoint is gone)."""
         return [(t.system, t.format_text) for t in self._enabled.values()]
-
-    def _count_lost(self) -> None:
-        for cpu in self._cpus:
-            try:
-                stats = self.tracefs.cpu_stats(self.instance, cpu.number)
-            except OSError:
-                continue
-            lost = stats.get("overrun", 0) + stats.get("dropped events", 0)
-            if lost > cpu.lost_seen:
-                self.lost += lost - cpu.lost_seen
-                cpu.lost_seen = lost
-                now = time.monotonic()
-                self.first_loss = self.first_loss or now
-                self.last_loss = now
