@@ -39,6 +39,10 @@ from opentelemetry_exporter_userevents.record.unpack import RecordUnpacker
 ANNOUNCE_INSTANCE_PREFIX = "otel-userevents-announce."
 MAX_PREFIXES = 1024
 """Prefixes remembered; beyond, the oldest are forgotten and counted in ``forgotten``."""
+MAX_WRITERS = 64
+"""Writers (``common_pid``) remembered per prefix, the latest: a "gave up" record marks a
+prefix late only when one of them wrote it (an exporter writes both records from one call,
+so from one thread)."""
 _BUFFER_KB = 128
 _PAGES_PER_READ = 64
 
@@ -56,6 +60,8 @@ class Announced:
     gave_up: float | None = None
     """When the reader read that a writer stopped waiting (ANNOUNCE_GAVE_UP), if one did."""
     count: int = 1
+    writers: dict[int, None] = field(default_factory=dict)
+    """The latest :data:`MAX_WRITERS` writers that announced it (in order)."""
 
 
 @dataclass
@@ -69,6 +75,9 @@ class AnnouncementStats:
     lost: int = 0
     """Announcements the kernel lost (the instance's buffer overflowed)."""
     corrupt_pages: int = 0
+    gave_up_not_theirs: int = 0
+    """"Gave up" records from a writer that had not announced that prefix (or was
+    forgotten): they mark nothing late."""
 
 
 @dataclass
@@ -162,24 +171,35 @@ class AnnouncementListener:
             if not is_prefix(prefix) or event not in (ANNOUNCE_REGISTERED, ANNOUNCE_GAVE_UP):
                 self.stats.invalid += 1
                 continue
-            self.stats.records += 1
             pid = int.from_bytes(record[4:8], "little", signed=True)  # common_pid
-            self._note(prefix, event, values["wait_ms"], pid)
+            if not self._note(prefix, event, values["wait_ms"], pid):
+                continue
+            self.stats.records += 1
             if len(heard) < MAX_PREFIXES:
                 heard.add(prefix)
                 self.heard_pids.add(pid)
 
-    def _note(self, prefix: str, event: int, wait_ms: int, pid: int) -> None:
+    def _note(self, prefix: str, event: int, wait_ms: int, pid: int) -> bool:
+        """Remember an announcement; False for a "gave up" its writer had no part in."""
         known = self.announced.get(prefix)
         now = time.monotonic()
+        if event == ANNOUNCE_GAVE_UP and (known is None or pid not in known.writers):
+            self.stats.gave_up_not_theirs += 1
+            return False
         if known is None:
             if len(self.announced) >= MAX_PREFIXES:  # forget the oldest: a flood cannot
                 del self.announced[next(iter(self.announced))]  # hide a newer service
                 self.stats.forgotten += 1
             known = self.announced[prefix] = Announced(prefix, pid, now, wait_ms, count=0)
         known.count += 1
-        if event == ANNOUNCE_GAVE_UP and known.gave_up is None:
+        if event == ANNOUNCE_REGISTERED:
+            known.writers.pop(pid, None)
+            known.writers[pid] = None
+            if len(known.writers) > MAX_WRITERS:
+                del known.writers[next(iter(known.writers))]
+        elif known.gave_up is None:
             known.gave_up = now
+        return True
 
     def close(self) -> None:
         """Disable, remove the instance (idempotent)."""

@@ -16,6 +16,7 @@ reader is removed at the next start of a reader in the same pid namespace.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
@@ -25,6 +26,11 @@ from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs, TracefsError, find_tracefs
 from opentelemetry_exporter_userevents.abi.uapi import USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM
 from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder, TraceRecord
+from opentelemetry_exporter_userevents.reader.live.announced_tracepoints import (
+    announced_tracepoints,
+    highest_multi_id,
+)
+from opentelemetry_exporter_userevents.reader.live.announcement_thread import AnnouncementThread
 from opentelemetry_exporter_userevents.reader.live.announcements import (
     Announced,
     AnnouncementListener,
@@ -77,14 +83,19 @@ class LateService:
 
 
 def our_tracepoints(
-    tracefs: Tracefs, decoder: RecordDecoder, only: Collection[str] | None = None
+    tracefs: Tracefs,
+    decoder: RecordDecoder,
+    only: Collection[str] | None = None,
+    listing: dict[str, list[str]] | None = None,
 ) -> list[tuple[str, str, str]]:
     """(system, name, kind) of each tracepoint with one of the decoder's names: every
     ``<name>.<id>`` version in ``user_events_multi``, and the single-format fallback;
-    ``only``: of these prefixes only (the ones just announced)."""
+    ``only``: of these prefixes only (the ones just announced); ``listing``: the names of
+    each system, if the caller listed them already."""
     found = []
     for system in (USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM):
-        for name in tracefs.events(system):
+        names = listing[system] if listing is not None else tracefs.events(system)
+        for name in names:
             if system == USER_EVENTS_MULTI_SYSTEM and "." not in name:
                 continue
             known = decoder.kind_of(name)
@@ -134,7 +145,16 @@ class TraceReader(InstanceOwner):
         self._next_scan = 0.0
         self.announcements: AnnouncementListener | None = None
         """Under ``*`` (with ``hold``): the announcements of new services
-        (:mod:`.announcements`); a rescan follows each read that found one."""
+        (:mod:`.announcements`), answered by :attr:`answers`."""
+        self.answers: AnnouncementThread | None = None
+        """The thread that answers announcements and rescans (:mod:`.announcement_thread`);
+        if it stops on an error, :meth:`read` does both, as without it."""
+        self._lock = threading.Lock()
+        """Held by a scan while it enables (not while it lists or looks names up) and by a
+        read of announcements; never across the main loop's decoding, joining or output."""
+        self._probe_from = 0
+        """The multi-format id after the highest the last full rescan saw
+        (:mod:`.announced_tracepoints`)."""
         self.announcement_error: str | None = None
         """Why announcements cannot be heard here, if they cannot."""
         self._started = 0.0
@@ -166,6 +186,16 @@ class TraceReader(InstanceOwner):
             self.pipes.open()
             self._started = time.monotonic()
             self.scan()
+            if self.announcements is not None and self.announcements.listening:
+                self.answers = AnnouncementThread(
+                    self.announcements,
+                    self._lock,
+                    self._announced,
+                    self.scan,
+                    self.scan,
+                    self.rescan_interval,
+                )
+                self.answers.start()
         except BaseException:
             self.close()
             raise
@@ -190,6 +220,8 @@ class TraceReader(InstanceOwner):
     def close(self) -> None:
         """Disable our tracepoints, remove the instances, and let go of the tracepoints the
         reader held. Idempotent."""
+        if self.answers is not None:
+            self.answers.stop()
         self.pipes.close()
         self.tracefs_instance.close()
         if self.announcements is not None:
@@ -210,23 +242,37 @@ class TraceReader(InstanceOwner):
         ones last: an app that waits until its spans are listened to finds the rest listened
         too); return their names. ``only``: of these prefixes only (just announced: their
         writers wait, and a whole rescan reads a file per tracepoint on the machine)."""
-        found = our_tracepoints(self.tracefs, self.decoder, only)
+        probe_from = self._probe_from
+        if only is None:
+            listing = {
+                s: self.tracefs.events(s) for s in (USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM)
+            }
+            found = our_tracepoints(self.tracefs, self.decoder, listing=listing)
+            probe_from = max(probe_from, highest_multi_id(listing[USER_EVENTS_MULTI_SYSTEM]) + 1)
+        else:
+            found = announced_tracepoints(self.tracefs, self.decoder, only, probe_from)
         found.sort(key=lambda item: (item[2] != RESOURCE_KIND, item[2] == SPAN_KIND))
         added = []
-        for system, name, kind in found:
-            try:
-                event_id = self.tracefs.event_id(system, name)
-            except (OSError, ValueError):
-                continue  # deleted meanwhile
-            known_event = self._enabled.get((system, name))
-            if known_event is not None and known_event.event_id == event_id:
-                continue
-            if self._enable(system, name, kind):
-                added.append(name)
-        self._note_found(added)
+        with self._lock:
+            for system, name, kind in found:
+                try:
+                    event_id = self.tracefs.event_id(system, name)
+                except (OSError, ValueError):
+                    continue  # deleted meanwhile
+                known_event = self._enabled.get((system, name))
+                if known_event is not None and known_event.event_id == event_id:
+                    continue
+                if self._enable(system, name, kind):
+                    added.append(name)
+            self._note_found(added)
+            self._probe_from = probe_from
         if only is None:
             self._next_scan = time.monotonic() + self.rescan_interval
         return added
+
+    def _announced(self, pids: set[int]) -> None:
+        if self.on_announced is not None:
+            self.on_announced(pids)
 
     def _note_found(self, added: list[str]) -> None:
         """Remember when each prefix was first found, after the start (under ``*``)."""
@@ -252,7 +298,8 @@ class TraceReader(InstanceOwner):
         gave up waiting. Neither the kernel nor the writer counts what nobody listened to."""
         if ANY_PREFIX not in self.prefixes or self._prefixes_at_start is None:
             return []
-        announced = self.announcements.announced if self.announcements is not None else {}
+        with self._lock:
+            announced = dict(self.announcements.announced) if self.announcements else {}
         late = []
         for prefix, (found, heard_then) in self._found_later.items():
             heard = announced.get(prefix) or heard_then  # heard after, or forgotten since
@@ -268,15 +315,19 @@ class TraceReader(InstanceOwner):
         return late
 
     def wait(self, timeout: float) -> None:
-        """Sleep up to ``timeout`` seconds between reads; less when a new service announces
-        itself (then the next :meth:`read` enables its tracepoints at once)."""
-        if self.announcements is not None:
+        """Sleep up to ``timeout`` seconds between reads; without the thread that answers
+        announcements, less when a new service announces itself (then the next
+        :meth:`read` enables its tracepoints at once)."""
+        if self.announcements is not None and not self._answering():
             self.announcements.wait(timeout)
         else:
             time.sleep(timeout)
 
     def _rescan_if_due(self) -> None:
-        """Rescan now if a service announced itself, else when the interval has passed."""
+        """Rescan now if a service announced itself, else when the interval has passed
+        (the thread that answers announcements does both while it runs)."""
+        if self._answering():
+            return
         heard = self.announcements.read() if self.announcements is not None else set()
         if heard and self.on_announced is not None and self.announcements is not None:
             self.on_announced(self.announcements.heard_pids)
@@ -284,6 +335,9 @@ class TraceReader(InstanceOwner):
             self.scan()
         elif heard:
             self.scan(heard)
+
+    def _answering(self) -> bool:
+        return self.answers is not None and self.answers.running
 
     def _enable(self, system: str, name: str, kind: str) -> bool:
         if name in self.incompatible or name in self.filter_rejected:
