@@ -51,10 +51,10 @@ class AnswerStats:
 class _Budget:
     """A token bucket: ``rate`` a second, at most ``rate`` at once."""
 
-    def __init__(self, rate: int) -> None:
+    def __init__(self, rate: int, now: float | None = None) -> None:
         self.rate = rate
         self.tokens = float(rate)
-        self.at = time.monotonic()
+        self.at = time.monotonic() if now is None else now
 
     def take(self, now: float) -> bool:
         self.tokens = min(float(self.rate), self.tokens + (now - self.at) * self.rate)
@@ -82,10 +82,12 @@ class AnnouncementThread:
         rescan: Callable[[], object],
         rescan_interval: float,
         rate: int = MAX_ANSWERED_PER_SECOND,
+        now: float | None = None,
     ) -> None:
         """``announced(pids)``: called with the writers of what was just read, before any
         look-up; ``answer(prefixes)``: enable their tracepoints; ``rescan()``: the full
-        rescan, every ``rescan_interval`` seconds."""
+        rescan, every ``rescan_interval`` seconds. ``now``: the rate's clock starts then
+        (tests)."""
         self.listener = listener
         self.lock = lock
         self.announced = announced
@@ -95,7 +97,7 @@ class AnnouncementThread:
         self.stats = AnswerStats()
         self.error: str | None = None
         """Why the thread stopped before it was asked to (the main loop answers then)."""
-        self._budget = _Budget(rate)
+        self._budget = _Budget(rate, now)
         self._pending: dict[str, None] = {}
         self._stopping = False
         self._wake_read, self._wake_write = os.pipe()
@@ -145,25 +147,35 @@ class AnnouncementThread:
                 pids = set(self.listener.heard_pids)
             if pids:
                 self.announced(pids)
-            new = set()
-            for prefix in heard:
-                if prefix in self._pending:
-                    continue
-                if len(self._pending) >= MAX_PENDING:
-                    self.stats.dropped += 1
-                    continue
-                self._pending[prefix] = None
-                new.add(prefix)
             if time.monotonic() >= next_rescan:
                 self.stats.full_rescans += 1
-                self.rescan()  # finds the pending ones too, if they exist
+                self.rescan()  # finds the tracepoints of what was just heard, and waited
                 self._pending.clear()
                 next_rescan = time.monotonic() + self.rescan_interval
-            self._answer_pending()
-            self.stats.deferred += sum(1 for prefix in new if prefix in self._pending)
+            else:
+                self.take_in(heard, time.monotonic())
 
-    def _answer_pending(self) -> None:
-        now = time.monotonic()
+    def take_in(self, heard: set[str], now: float) -> None:
+        """Queue the prefixes just heard and answer as many waiting ones as the rate
+        allows (the oldest first); count those that must wait, and those not kept."""
+        new = []
+        for prefix in heard:
+            if prefix in self._pending:
+                continue
+            if len(self._pending) >= MAX_PENDING:
+                self.stats.dropped += 1
+                continue
+            self._pending[prefix] = None
+            new.append(prefix)
+        self._answer_pending(now)
+        self.stats.deferred += sum(1 for prefix in new if prefix in self._pending)
+
+    @property
+    def pending(self) -> int:
+        """Announced prefixes waiting for their turn."""
+        return len(self._pending)
+
+    def _answer_pending(self, now: float) -> None:
         turn: set[str] = set()
         for prefix in self._pending:
             if not self._budget.take(now):
