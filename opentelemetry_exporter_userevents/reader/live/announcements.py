@@ -8,12 +8,14 @@ layouts (:class:`.TracepointHolder`) and enables it in a tracefs instance of its
 (``otel-userevents-announce.<pid>.<start>.<n>.pidns<inode>``), with ``buffer_percent`` 0 so
 that ``poll`` wakes the reader at the first record. An exporter that finds it enabled writes
 its prefix there and waits until its tracepoints are listened to (``_export/announce.py``,
-docs/schema.md "Announcements"); the reader rescans at once.
+docs/schema.md "Announcements"); the reader's thread for them (:mod:`.announcement_thread`)
+looks the prefix's tracepoints up at once.
 
 Any local process allowed to write user_events can write here too, with any text: a record
 counts only if it decodes by the tracepoint's format, its prefix is one our names can have
 and its event is known; at most :data:`MAX_PREFIXES` prefixes are remembered (the oldest
-are forgotten first, and counted), and an announcement costs the reader at most one rescan per read.
+are forgotten first, and counted), a "gave up" record counts only from a writer that
+announced that prefix, and look-ups are limited per second (:mod:`.announcement_thread`).
 """
 
 from __future__ import annotations

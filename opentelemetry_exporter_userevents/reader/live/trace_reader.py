@@ -10,8 +10,14 @@ buffer or another reader. It enables every version of our tracepoints (multi-for
 single-format fallback in ``user_events``), resource tracepoints first, and rescans for
 versions that appear later. It reads the per-CPU ``trace_pipe_raw`` pages, decodes records
 by their tracepoint's ``format`` file, merges CPUs by timestamp, and counts what the kernel
-lost. Closing disables everything and removes the instance; an instance left by a killed
-reader is removed at the next start of a reader in the same pid namespace.
+lost (:mod:`.cpu_pipes`). Closing disables everything and removes the instance; an instance
+left by a killed reader is removed at the next start of a reader in the same pid namespace.
+
+Under ``*`` a thread of its own answers announcements and runs the rescans
+(:mod:`.announcement_thread`), so a new service is listened to whatever the caller's loop
+is doing. Rescans then no longer wait for a read: a record of a deleted tracepoint still in
+the buffer when the kernel gives its event id to a new one is decoded with the new format
+(the checks count it when it does not fit), where a read first decoded it with its own.
 """
 
 from __future__ import annotations
@@ -300,15 +306,16 @@ class TraceReader(InstanceOwner):
             return []
         with self._lock:
             announced = dict(self.announcements.announced) if self.announcements else {}
+            found_later = dict(self._found_later)
         late = []
-        for prefix, (found, heard_then) in self._found_later.items():
+        for prefix, (found, heard_then) in found_later.items():
             heard = announced.get(prefix) or heard_then  # heard after, or forgotten since
             if heard is None:
                 late.append(LateService(prefix, found, "not announced"))
             elif heard.gave_up is not None:
                 late.append(LateService(prefix, found, f"gave up waiting after {heard.wait_ms} ms"))
         for prefix, heard in announced.items():
-            if prefix not in self._found_later and prefix not in self._prefixes_at_start:
+            if prefix not in found_later and prefix not in self._prefixes_at_start:
                 if heard.gave_up is not None:
                     why = f"gave up waiting after {heard.wait_ms} ms"
                     late.append(LateService(prefix, None, why))
@@ -385,7 +392,8 @@ class TraceReader(InstanceOwner):
     @property
     def tracepoints(self) -> dict[str, str]:
         """Enabled tracepoints (``system/name``) and their kind."""
-        return {f"{t.system}/{t.name}": t.kind for t in self._enabled.values()}
+        with self._lock:
+            return {f"{t.system}/{t.name}": t.kind for t in self._enabled.values()}
 
     # --- reading --------------------------------------------------------------------
 
@@ -419,4 +427,5 @@ class TraceReader(InstanceOwner):
     def formats(self) -> list[tuple[str, str]]:
         """(system, ``format`` file text) of every tracepoint enabled so far, as it was when
         enabled (to decode captured pages, even after the tracepoint is gone)."""
-        return [(t.system, t.format_text) for t in self._enabled.values()]
+        with self._lock:
+            return [(t.system, t.format_text) for t in self._enabled.values()]
