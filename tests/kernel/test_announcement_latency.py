@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import subprocess
 import sys
 import termios
@@ -18,6 +19,9 @@ import threading
 
 import pytest
 
+from opentelemetry_exporter_userevents._export.announce import DEFAULT_TIMEOUT_MS
+from opentelemetry_exporter_userevents.abi.uapi import USER_EVENT_REG_MULTI_FORMAT
+from opentelemetry_exporter_userevents.record.tracepoints import announce_commands
 from tests.support import reader_process as proc
 from tests.support.kernel_support import wait_until
 from tests.support.otlp import flatten
@@ -41,13 +45,13 @@ def _in_write(pid: int) -> bool:
         return f.read().split(" ", 1)[0] == "1"
 
 
-def _announcing_app(prefix: str, service: str) -> dict:
+def _announcing_app(prefix: str, service: str, gives_up: bool = False) -> dict:
     done = subprocess.run(
         [sys.executable, "-m", "tests.support.announcing_app", prefix, service],
         capture_output=True, text=True, cwd=proc.ROOT, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert "did not listen" not in done.stderr, done.stderr
+    assert ("did not listen" in done.stderr) == gives_up, done.stderr
     return json.loads(done.stdout)
 
 
@@ -68,13 +72,10 @@ def test_new_services_are_listened_to_while_the_main_loop_is_stuck(tracefs, pref
         services = [f"{prefix}-new-{n}" for n in range(APPS)]
         results = [_announcing_app(f"{prefix}n{n}", services[n]) for n in range(APPS)]
         assert _waiting(drain) == stuck_at and _in_write(reader.pid)  # still stuck
-        waits = []
         for result in results:
             for exporter in ("span", "log"):
                 assert result[exporter]["listened"], result
                 assert not result[exporter]["gave_up"], result  # within its 2 s timeout
-                waits.append(result[exporter]["waited"])
-        print(f"announcement waits (s), main loop stuck: {sorted(waits)}")
 
         chunks: list[bytes] = []
 
@@ -99,3 +100,29 @@ def test_new_services_are_listened_to_while_the_main_loop_is_stuck(tracefs, pref
         assert sum(f'"{service}"' in text for text in logs.values()) == 1, service
     assert "may have lost their first records" not in err, err
     assert "lost 0" in err, err
+
+
+def test_what_an_app_waits_when_a_stock_tool_listens_to_every_user_event(data, tmp_path, prefix):
+    """No reader of ours; ``trace-cmd record -e 'user_events_multi:*'`` (or ``user_events``
+    without multi-format) started while the announcement tracepoint existed (here a
+    neighbour holds it, as an app starting then does) enables it, and keeps it while it
+    runs. A writer cannot tell that tool from a machine-wide reader of ours (it sees one
+    enable bit), so each new app's first exporter waits its whole timeout, once per
+    process: its second exporter does not wait (README, "What --prefix '*' records")."""
+    trace_cmd = shutil.which("trace-cmd")
+    if trace_cmd is None:
+        pytest.skip("trace-cmd is not installed (Debian: apt-get install trace-cmd)")
+    multi, single = announce_commands()
+    neighbour = data.register(multi, USER_EVENT_REG_MULTI_FORMAT, single_format_command=single)
+    tool = proc.background(
+        trace_cmd, "record", "-e", f"{neighbour.system}:*", "-o", str(tmp_path / "trace.dat")
+    )
+    assert wait_until(lambda: neighbour.enabled, 60), tool.stderr
+    neighbour.unregister()  # the tool's enabling keeps the tracepoint
+
+    result = _announcing_app(prefix, f"{prefix}-beside-a-tool", gives_up=True)
+    proc.stop(tool)
+    first, second = result["span"], result["log"]
+    assert first["listened"] and first["gave_up"], result
+    assert first["waited"] >= DEFAULT_TIMEOUT_MS / 1000  # the whole timeout, for nobody
+    assert second["gave_up"] and second["waited"] == 0.0  # once per process
