@@ -7,11 +7,14 @@ in a flood is still answered (by its turn, or by the full rescan)."""
 
 from __future__ import annotations
 
+import os
+import select
 import threading
 
 from opentelemetry_exporter_userevents.reader.live.announcement_thread import (
     MAX_ANSWERED_PER_SECOND,
     MAX_PENDING,
+    STOP_TIMEOUT,
     AnnouncementThread,
 )
 
@@ -74,3 +77,85 @@ def test_a_genuine_service_heard_in_a_flood_is_answered_in_its_turn():
         seconds += 0.25
         answers.take_in(set(), START + seconds)
         assert seconds < 200 / MAX_ANSWERED_PER_SECOND + 1
+
+
+class FakeListener:
+    """Announcements arrive on a pipe: one line, one prefix."""
+
+    def __init__(self) -> None:
+        self.read_end, self.write_end = os.pipe()
+        os.set_blocking(self.read_end, False)
+        self.pipes = self
+        self.heard_pids: set[int] = set()
+        self.fail = False
+
+    def register(self, poll: select.poll) -> None:
+        poll.register(self.read_end, select.POLLIN)
+
+    def read(self) -> set[str]:
+        if self.fail:
+            raise RuntimeError("a bug")
+        try:
+            data = os.read(self.read_end, 4096)
+        except BlockingIOError:
+            return set()
+        heard = set(data.decode().split())
+        self.heard_pids = {42} if heard else set()
+        return heard
+
+    def announce(self, prefix: str) -> None:
+        os.write(self.write_end, f"{prefix}\n".encode())
+
+    def close(self) -> None:
+        os.close(self.read_end)
+        os.close(self.write_end)
+
+
+def test_the_thread_answers_while_the_main_loop_holds_nothing_and_stops_when_asked():
+    listener = FakeListener()
+    pids: list[set[int]] = []
+    answered: list[set[str]] = []
+    got = threading.Event()
+
+    def answer(prefixes: set[str]) -> None:
+        answered.append(prefixes)
+        got.set()
+
+    answers = AnnouncementThread(
+        listener,  # type: ignore[arg-type]
+        threading.Lock(),
+        pids.append,
+        answer,
+        lambda: None,
+        3600.0,  # no full rescan in this test: the answer comes from the announcement
+    )
+    answers.start()
+    try:
+        listener.announce("checkout")
+        assert got.wait(STOP_TIMEOUT), "not answered"
+        assert answered == [{"checkout"}] and pids == [{42}]  # writers listed first
+    finally:
+        answers.stop()
+        listener.close()
+    assert not answers.running and answers.error is None
+    answers.stop()  # idempotent
+
+
+def test_a_thread_that_fails_says_why_and_stops_so_the_main_loop_answers():
+    listener = FakeListener()
+    listener.fail = True
+    answers = AnnouncementThread(
+        listener,  # type: ignore[arg-type]
+        threading.Lock(),
+        lambda pids: None,
+        lambda prefixes: None,
+        lambda: None,
+        3600.0,
+    )
+    answers.start()
+    listener.announce("checkout")
+    answers._thread.join(STOP_TIMEOUT)
+    assert not answers.running
+    assert answers.error is not None and "a bug" in answers.error
+    answers.stop()
+    listener.close()
