@@ -246,8 +246,9 @@ class TraceReader(InstanceOwner):
     def scan(self, only: Collection[str] | None = None) -> list[str]:
         """Enable tracepoints that appeared since the last scan (resource ones first, span
         ones last: an app that waits until its spans are listened to finds the rest listened
-        too); return their names. ``only``: of these prefixes only (just announced: their
-        writers wait, and a whole rescan reads a file per tracepoint on the machine)."""
+        too); return their names. ``only``: of these prefixes only, looked up by name
+        (:mod:`.announced_tracepoints`; just announced: their writers wait, and a whole
+        rescan lists every user_events name on the machine)."""
         probe_from = self._probe_from
         if only is None:
             listing = {
