@@ -11,6 +11,9 @@ from pathlib import Path
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs
 from opentelemetry_exporter_userevents.abi.uapi import USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM
 from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder
+from opentelemetry_exporter_userevents.reader.live import (
+    announced_tracepoints as announced_tracepoints_module,
+)
 from opentelemetry_exporter_userevents.reader.live.announced_tracepoints import (
     MULTI_PROBE_IDS,
     announced_tracepoints,
@@ -99,3 +102,12 @@ def test_a_reader_rescans_an_announced_prefix_by_name_and_probes_after_its_last_
     for _ in range(50):  # a flood of announcements of one prefix: no listing, ever
         reader.scan({"svc"})
     assert tracefs.listings == 2
+
+
+def test_one_announced_prefix_costs_at_most_its_documented_number_of_stats(tmp_path, monkeypatch):
+    tracefs = host(tmp_path)
+    looked: list[str] = []
+    monkeypatch.setattr(announced_tracepoints_module.os.path, "isdir", looked.append)
+    hostile = "a" * 200  # the longest prefix an announcement may name
+    announced_tracepoints(tracefs, RecordDecoder("*"), [hostile], 2**63)
+    assert 0 < len(looked) <= 12 * (2 + MULTI_PROBE_IDS)

@@ -30,7 +30,7 @@ from opentelemetry_exporter_userevents.record.tracepoints import (
 
 MULTI_PROBE_IDS = 32
 """Multi-format ids tried after the highest one the last full rescan saw, per base name:
-one announced prefix costs at most ``14 * (2 + MULTI_PROBE_IDS)`` ``stat`` calls."""
+one announced prefix costs at most ``12 * (2 + MULTI_PROBE_IDS)`` ``stat`` calls."""
 
 
 def highest_multi_id(names: Iterable[str]) -> int:
