@@ -14,6 +14,9 @@ as long again, for a second machine-wide reader that heard the same record. If t
 passes first, the writer says so there (``ANNOUNCE_GAVE_UP``) and writes on, and the
 process's later exporters announce without waiting. A writer that
 finds the tracepoint not listened to (no machine-wide reader) pays one registration more.
+A tool that enables every user event (``trace-cmd record -e 'user_events_multi:*'``)
+enables this tracepoint too; the writer sees one enable bit and cannot tell it from a
+reader, so beside such a tool it waits the timeout, once per process (README).
 """
 
 from __future__ import annotations

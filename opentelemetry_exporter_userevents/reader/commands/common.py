@@ -208,9 +208,20 @@ def discovery_parts(reader: TraceReader) -> list[str]:
             ("announcements that made no sense", heard.stats.invalid),
             ("announcements lost", heard.stats.lost),
             ("announced prefixes forgotten (the oldest, over 1024)", heard.stats.forgotten),
+            ("'gave up' announcements from another writer", heard.stats.gave_up_not_theirs),
         ):
             if count:
                 parts.append(f"{count} {label}")
+    if heard is not None and reader.answers is not None:
+        answers = reader.answers.stats
+        for label, count in (
+            ("announced prefixes deferred (over the rate)", answers.deferred),
+            ("announced prefixes dropped (too many waiting)", answers.dropped),
+        ):
+            if count:
+                parts.append(f"{count} {label}")
+        if reader.answers.error:
+            parts.append(printable(reader.answers.error))
     return parts
 
 

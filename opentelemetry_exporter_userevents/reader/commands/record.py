@@ -9,6 +9,7 @@ keep the pages; see :mod:`.capture`)."""
 from __future__ import annotations
 
 import argparse
+import threading
 import time
 from operator import itemgetter
 from typing import TextIO
@@ -86,7 +87,7 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             if kernel is not None:
                 kernel.events.layout = reader.decoder.layout
                 kernel.events.start()
-                reader.on_announced = kernel.events.watch
+                reader.on_announced = parallel.watch_announced
                 err.write(f"otel-userevents: {kernel_clock_line(kernel.events)}\n")
             for name, reason in {**reader.filter_rejected, **reader.incompatible}.items():
                 err.write(f"otel-userevents: not recording {printable(f'{name}: {reason}')}\n")
@@ -158,6 +159,7 @@ class _Parallel:
         self.workers = workers
         self.pool: WorkerPool | None = None
         self.in_flight: list[int] = []
+        self.kernel_lock = threading.Lock()
 
     def step(self, output: Output, last: bool = False) -> bool:
         """One read (``last``: and every record still in flight); whether it found any."""
@@ -206,8 +208,16 @@ class _Parallel:
         if self.kernel is None:
             return
         events = self.kernel.events
-        events.watch({record.pid for record in records})
-        events.read()
+        with self.kernel_lock:
+            events.watch({record.pid for record in records})
+            events.read()
+
+    def watch_announced(self, pids: set[int]) -> None:
+        """List the writers of announcements (from the thread that answers them, before
+        their tracepoints are enabled), not while the main loop reads the kernel's events."""
+        if self.kernel is not None:
+            with self.kernel_lock:
+                self.kernel.events.watch(pids)
 
     def close(self) -> None:
         if self.pool is not None:

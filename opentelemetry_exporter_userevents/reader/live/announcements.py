@@ -8,17 +8,18 @@ layouts (:class:`.TracepointHolder`) and enables it in a tracefs instance of its
 (``otel-userevents-announce.<pid>.<start>.<n>.pidns<inode>``), with ``buffer_percent`` 0 so
 that ``poll`` wakes the reader at the first record. An exporter that finds it enabled writes
 its prefix there and waits until its tracepoints are listened to (``_export/announce.py``,
-docs/schema.md "Announcements"); the reader rescans at once.
+docs/schema.md "Announcements"); the reader's thread for them (:mod:`.announcement_thread`)
+looks the prefix's tracepoints up at once.
 
 Any local process allowed to write user_events can write here too, with any text: a record
 counts only if it decodes by the tracepoint's format, its prefix is one our names can have
 and its event is known; at most :data:`MAX_PREFIXES` prefixes are remembered (the oldest
-are forgotten first, and counted), and an announcement costs the reader at most one rescan per read.
+are forgotten first, and counted), a "gave up" record counts only from a writer that
+announced that prefix, and look-ups are limited per second (:mod:`.announcement_thread`).
 """
 
 from __future__ import annotations
 
-import os
 import select
 import time
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from opentelemetry_exporter_userevents.abi.format import parse_format
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageError, PageLayout, parse_page
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs
 from opentelemetry_exporter_userevents.abi.uapi import USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM
+from opentelemetry_exporter_userevents.reader.live.cpu_pipes import CpuPipes
 from opentelemetry_exporter_userevents.reader.live.tracefs_instance import TracefsInstance
 from opentelemetry_exporter_userevents.record.schema import (
     ANNOUNCE,
@@ -39,6 +41,10 @@ from opentelemetry_exporter_userevents.record.unpack import RecordUnpacker
 ANNOUNCE_INSTANCE_PREFIX = "otel-userevents-announce."
 MAX_PREFIXES = 1024
 """Prefixes remembered; beyond, the oldest are forgotten and counted in ``forgotten``."""
+MAX_WRITERS = 64
+"""Writers (``common_pid``) remembered per prefix, the latest: a "gave up" record marks a
+prefix late only when one of them wrote it (an exporter writes both records from one call,
+so from one thread)."""
 _BUFFER_KB = 128
 _PAGES_PER_READ = 64
 
@@ -56,6 +62,8 @@ class Announced:
     gave_up: float | None = None
     """When the reader read that a writer stopped waiting (ANNOUNCE_GAVE_UP), if one did."""
     count: int = 1
+    writers: dict[int, None] = field(default_factory=dict)
+    """The latest :data:`MAX_WRITERS` writers that announced it (in order)."""
 
 
 @dataclass
@@ -69,13 +77,9 @@ class AnnouncementStats:
     lost: int = 0
     """Announcements the kernel lost (the instance's buffer overflowed)."""
     corrupt_pages: int = 0
-
-
-@dataclass
-class _Cpu:
-    number: int
-    fd: int
-    lost_seen: int = 0
+    gave_up_not_theirs: int = 0
+    """"Gave up" records from a writer that had not announced that prefix (or was
+    forgotten): they mark nothing late."""
 
 
 @dataclass
@@ -94,7 +98,7 @@ class AnnouncementListener:
     def __post_init__(self) -> None:
         self.tracefs_instance = TracefsInstance(self.tracefs, ANNOUNCE_INSTANCE_PREFIX)
         self._unpackers: dict[int, RecordUnpacker] = {}
-        self._cpus: list[_Cpu] = []
+        self.pipes = CpuPipes(self.tracefs, self.tracefs_instance.name, _PAGES_PER_READ)
         self._poll = select.poll()
         self.heard_pids: set[int] = set()
         """The writers (``common_pid``) of the announcements the last :meth:`read` heard."""
@@ -110,11 +114,8 @@ class AnnouncementListener:
             for name in self.tracefs.events(system):
                 if is_announce(name):
                     self._enable(system, name)
-        for cpu in self.tracefs.cpus(instance.name):
-            path = self.tracefs.trace_pipe_raw(instance.name, cpu)
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-            self._cpus.append(_Cpu(cpu, fd))
-            self._poll.register(fd, select.POLLIN)
+        self.pipes.open()
+        self.pipes.register(self._poll)
 
     def _enable(self, system: str, name: str) -> None:
         where = f"{system}/{name}"
@@ -132,7 +133,7 @@ class AnnouncementListener:
 
     def wait(self, timeout: float) -> None:
         """Sleep up to ``timeout`` seconds, less if an announcement arrives."""
-        if not self._cpus:
+        if not self.pipes.fds:
             time.sleep(timeout)
             return
         try:
@@ -146,21 +147,9 @@ class AnnouncementListener:
         tracepoints at once)."""
         heard: set[str] = set()
         self.heard_pids = set()
-        for cpu in self._cpus:
-            pages = 0
-            for _ in range(_PAGES_PER_READ):
-                try:
-                    page = os.read(cpu.fd, self.layout.page_size)
-                except BlockingIOError:
-                    break
-                except InterruptedError:
-                    continue
-                if not page:
-                    break
-                pages += 1
-                self._page(page, heard)
-            if pages:
-                self._count_lost(cpu)
+        for _, page in self.pipes.read(self.layout.page_size, count_idle_cpus=False):
+            self._page(page, heard)
+        self.stats.lost = self.pipes.lost
         return heard
 
     def _page(self, raw: bytes, heard: set[str]) -> None:
@@ -184,39 +173,37 @@ class AnnouncementListener:
             if not is_prefix(prefix) or event not in (ANNOUNCE_REGISTERED, ANNOUNCE_GAVE_UP):
                 self.stats.invalid += 1
                 continue
-            self.stats.records += 1
             pid = int.from_bytes(record[4:8], "little", signed=True)  # common_pid
-            self._note(prefix, event, values["wait_ms"], pid)
+            if not self._note(prefix, event, values["wait_ms"], pid):
+                continue
+            self.stats.records += 1
             if len(heard) < MAX_PREFIXES:
                 heard.add(prefix)
                 self.heard_pids.add(pid)
 
-    def _note(self, prefix: str, event: int, wait_ms: int, pid: int) -> None:
+    def _note(self, prefix: str, event: int, wait_ms: int, pid: int) -> bool:
+        """Remember an announcement; False for a "gave up" its writer had no part in."""
         known = self.announced.get(prefix)
         now = time.monotonic()
+        if event == ANNOUNCE_GAVE_UP and (known is None or pid not in known.writers):
+            self.stats.gave_up_not_theirs += 1
+            return False
         if known is None:
             if len(self.announced) >= MAX_PREFIXES:  # forget the oldest: a flood cannot
                 del self.announced[next(iter(self.announced))]  # hide a newer service
                 self.stats.forgotten += 1
             known = self.announced[prefix] = Announced(prefix, pid, now, wait_ms, count=0)
         known.count += 1
-        if event == ANNOUNCE_GAVE_UP and known.gave_up is None:
+        if event == ANNOUNCE_REGISTERED:
+            known.writers.pop(pid, None)
+            known.writers[pid] = None
+            if len(known.writers) > MAX_WRITERS:
+                del known.writers[next(iter(known.writers))]
+        elif known.gave_up is None:
             known.gave_up = now
-
-    def _count_lost(self, cpu: _Cpu) -> None:
-        try:
-            stats = self.tracefs.cpu_stats(self.tracefs_instance.name, cpu.number)
-        except OSError:
-            return
-        lost = stats.get("overrun", 0) + stats.get("dropped events", 0)
-        if lost > cpu.lost_seen:
-            self.stats.lost += lost - cpu.lost_seen
-            cpu.lost_seen = lost
+        return True
 
     def close(self) -> None:
         """Disable, remove the instance (idempotent)."""
-        for cpu in self._cpus:
-            self._poll.unregister(cpu.fd)
-            os.close(cpu.fd)
-        self._cpus = []
+        self.pipes.close(self._poll)
         self.tracefs_instance.close()

@@ -10,13 +10,19 @@ buffer or another reader. It enables every version of our tracepoints (multi-for
 single-format fallback in ``user_events``), resource tracepoints first, and rescans for
 versions that appear later. It reads the per-CPU ``trace_pipe_raw`` pages, decodes records
 by their tracepoint's ``format`` file, merges CPUs by timestamp, and counts what the kernel
-lost. Closing disables everything and removes the instance; an instance left by a killed
-reader is removed at the next start of a reader in the same pid namespace.
+lost (:mod:`.cpu_pipes`). Closing disables everything and removes the instance; an instance
+left by a killed reader is removed at the next start of a reader in the same pid namespace.
+
+Under ``*`` a thread of its own answers announcements and runs the rescans
+(:mod:`.announcement_thread`), so a new service is listened to whatever the caller's loop
+is doing. Rescans then no longer wait for a read: a record of a deleted tracepoint still in
+the buffer when the kernel gives its event id to a new one is decoded with the new format
+(the checks count it when it does not fit), where a read first decoded it with its own.
 """
 
 from __future__ import annotations
 
-import os
+import threading
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
@@ -26,10 +32,16 @@ from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs, TracefsError, find_tracefs
 from opentelemetry_exporter_userevents.abi.uapi import USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM
 from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder, TraceRecord
+from opentelemetry_exporter_userevents.reader.live.announced_tracepoints import (
+    announced_tracepoints,
+    highest_multi_id,
+)
+from opentelemetry_exporter_userevents.reader.live.announcement_thread import AnnouncementThread
 from opentelemetry_exporter_userevents.reader.live.announcements import (
     Announced,
     AnnouncementListener,
 )
+from opentelemetry_exporter_userevents.reader.live.cpu_pipes import CpuPipes
 from opentelemetry_exporter_userevents.reader.live.tracefs_instance import (
     InstanceOwner,
     TracefsInstance,
@@ -76,22 +88,20 @@ class LateService:
     ``gave up waiting after N ms`` (the reader was too slow: stalled or busy)."""
 
 
-@dataclass
-class _Cpu:
-    number: int
-    fd: int
-    lost_seen: int = 0
-
-
 def our_tracepoints(
-    tracefs: Tracefs, decoder: RecordDecoder, only: Collection[str] | None = None
+    tracefs: Tracefs,
+    decoder: RecordDecoder,
+    only: Collection[str] | None = None,
+    listing: dict[str, list[str]] | None = None,
 ) -> list[tuple[str, str, str]]:
     """(system, name, kind) of each tracepoint with one of the decoder's names: every
     ``<name>.<id>`` version in ``user_events_multi``, and the single-format fallback;
-    ``only``: of these prefixes only (the ones just announced)."""
+    ``only``: of these prefixes only (the ones just announced); ``listing``: the names of
+    each system, if the caller listed them already."""
     found = []
     for system in (USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM):
-        for name in tracefs.events(system):
+        names = listing[system] if listing is not None else tracefs.events(system)
+        for name in names:
             if system == USER_EVENTS_MULTI_SYSTEM and "." not in name:
                 continue
             known = decoder.kind_of(name)
@@ -132,22 +142,25 @@ class TraceReader(InstanceOwner):
         self.tracefs_instance = TracefsInstance(self.tracefs, INSTANCE_PREFIX)
         self.instance = self.tracefs_instance.name
         self.decoder = RecordDecoder(self.prefixes)
-        self.lost = 0
-        """Records the kernel lost (overwritten or dropped), from the per-CPU ``stats``."""
-        self.first_loss: float | None = None
-        self.last_loss: float | None = None
-        """When (``time.monotonic()``) a read first and last found that records had been
-        lost: the reader fell behind its writers between those reads and the ones before."""
         self.filter_rejected: dict[str, str] = {}
         """Tracepoints the kernel would not take the filter for (not enabled): reasons."""
         self.incompatible: dict[str, str] = {}
         """Tracepoints with our names but not our schema (not enabled): reasons."""
         self._enabled: dict[tuple[str, str], _Enabled] = {}
-        self._cpus: list[_Cpu] = []
+        self.pipes = CpuPipes(self.tracefs, self.instance, _PAGES_PER_READ)
         self._next_scan = 0.0
         self.announcements: AnnouncementListener | None = None
         """Under ``*`` (with ``hold``): the announcements of new services
-        (:mod:`.announcements`); a rescan follows each read that found one."""
+        (:mod:`.announcements`), answered by :attr:`answers`."""
+        self.answers: AnnouncementThread | None = None
+        """The thread that answers announcements and rescans (:mod:`.announcement_thread`);
+        if it stops on an error, :meth:`read` does both, as without it."""
+        self._lock = threading.Lock()
+        """Held by a scan while it enables (not while it lists or looks names up) and by a
+        read of announcements; never across the main loop's decoding, joining or output."""
+        self._probe_from = 0
+        """The multi-format id after the highest the last full rescan saw
+        (:mod:`.announced_tracepoints`)."""
         self.announcement_error: str | None = None
         """Why announcements cannot be heard here, if they cannot."""
         self._started = 0.0
@@ -176,11 +189,19 @@ class TraceReader(InstanceOwner):
                 self.holder.hold(p for p in self.prefixes if p != ANY_PREFIX)
                 if ANY_PREFIX in self.prefixes:
                     self._listen_to_announcements(self.holder)
-            for cpu in self.tracefs.cpus(self.instance):
-                path = self.tracefs.trace_pipe_raw(self.instance, cpu)
-                self._cpus.append(_Cpu(cpu, os.open(path, os.O_RDONLY | os.O_NONBLOCK)))
+            self.pipes.open()
             self._started = time.monotonic()
             self.scan()
+            if self.announcements is not None and self.announcements.listening:
+                self.answers = AnnouncementThread(
+                    self.announcements,
+                    self._lock,
+                    self._announced,
+                    self.scan,
+                    self.scan,
+                    self.rescan_interval,
+                )
+                self.answers.start()
         except BaseException:
             self.close()
             raise
@@ -205,9 +226,9 @@ class TraceReader(InstanceOwner):
     def close(self) -> None:
         """Disable our tracepoints, remove the instances, and let go of the tracepoints the
         reader held. Idempotent."""
-        for cpu in self._cpus:
-            os.close(cpu.fd)
-        self._cpus = []
+        if self.answers is not None:
+            self.answers.stop()
+        self.pipes.close()
         self.tracefs_instance.close()
         if self.announcements is not None:
             self.announcements.close()
@@ -225,25 +246,40 @@ class TraceReader(InstanceOwner):
     def scan(self, only: Collection[str] | None = None) -> list[str]:
         """Enable tracepoints that appeared since the last scan (resource ones first, span
         ones last: an app that waits until its spans are listened to finds the rest listened
-        too); return their names. ``only``: of these prefixes only (just announced: their
-        writers wait, and a whole rescan reads a file per tracepoint on the machine)."""
-        found = our_tracepoints(self.tracefs, self.decoder, only)
+        too); return their names. ``only``: of these prefixes only, looked up by name
+        (:mod:`.announced_tracepoints`; just announced: their writers wait, and a whole
+        rescan lists every user_events name on the machine)."""
+        probe_from = self._probe_from
+        if only is None:
+            listing = {
+                s: self.tracefs.events(s) for s in (USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM)
+            }
+            found = our_tracepoints(self.tracefs, self.decoder, listing=listing)
+            probe_from = max(probe_from, highest_multi_id(listing[USER_EVENTS_MULTI_SYSTEM]) + 1)
+        else:
+            found = announced_tracepoints(self.tracefs, self.decoder, only, probe_from)
         found.sort(key=lambda item: (item[2] != RESOURCE_KIND, item[2] == SPAN_KIND))
         added = []
-        for system, name, kind in found:
-            try:
-                event_id = self.tracefs.event_id(system, name)
-            except (OSError, ValueError):
-                continue  # deleted meanwhile
-            known_event = self._enabled.get((system, name))
-            if known_event is not None and known_event.event_id == event_id:
-                continue
-            if self._enable(system, name, kind):
-                added.append(name)
-        self._note_found(added)
+        with self._lock:
+            for system, name, kind in found:
+                try:
+                    event_id = self.tracefs.event_id(system, name)
+                except (OSError, ValueError):
+                    continue  # deleted meanwhile
+                known_event = self._enabled.get((system, name))
+                if known_event is not None and known_event.event_id == event_id:
+                    continue
+                if self._enable(system, name, kind):
+                    added.append(name)
+            self._note_found(added)
+            self._probe_from = probe_from
         if only is None:
             self._next_scan = time.monotonic() + self.rescan_interval
         return added
+
+    def _announced(self, pids: set[int]) -> None:
+        if self.on_announced is not None:
+            self.on_announced(pids)
 
     def _note_found(self, added: list[str]) -> None:
         """Remember when each prefix was first found, after the start (under ``*``)."""
@@ -269,31 +305,37 @@ class TraceReader(InstanceOwner):
         gave up waiting. Neither the kernel nor the writer counts what nobody listened to."""
         if ANY_PREFIX not in self.prefixes or self._prefixes_at_start is None:
             return []
-        announced = self.announcements.announced if self.announcements is not None else {}
+        with self._lock:
+            announced = dict(self.announcements.announced) if self.announcements else {}
+            found_later = dict(self._found_later)
         late = []
-        for prefix, (found, heard_then) in self._found_later.items():
+        for prefix, (found, heard_then) in found_later.items():
             heard = announced.get(prefix) or heard_then  # heard after, or forgotten since
             if heard is None:
                 late.append(LateService(prefix, found, "not announced"))
             elif heard.gave_up is not None:
                 late.append(LateService(prefix, found, f"gave up waiting after {heard.wait_ms} ms"))
         for prefix, heard in announced.items():
-            if prefix not in self._found_later and prefix not in self._prefixes_at_start:
+            if prefix not in found_later and prefix not in self._prefixes_at_start:
                 if heard.gave_up is not None:
                     why = f"gave up waiting after {heard.wait_ms} ms"
                     late.append(LateService(prefix, None, why))
         return late
 
     def wait(self, timeout: float) -> None:
-        """Sleep up to ``timeout`` seconds between reads; less when a new service announces
-        itself (then the next :meth:`read` enables its tracepoints at once)."""
-        if self.announcements is not None:
+        """Sleep up to ``timeout`` seconds between reads; without the thread that answers
+        announcements, less when a new service announces itself (then the next
+        :meth:`read` enables its tracepoints at once)."""
+        if self.announcements is not None and not self._answering():
             self.announcements.wait(timeout)
         else:
             time.sleep(timeout)
 
     def _rescan_if_due(self) -> None:
-        """Rescan now if a service announced itself, else when the interval has passed."""
+        """Rescan now if a service announced itself, else when the interval has passed
+        (the thread that answers announcements does both while it runs)."""
+        if self._answering():
+            return
         heard = self.announcements.read() if self.announcements is not None else set()
         if heard and self.on_announced is not None and self.announcements is not None:
             self.on_announced(self.announcements.heard_pids)
@@ -301,6 +343,9 @@ class TraceReader(InstanceOwner):
             self.scan()
         elif heard:
             self.scan(heard)
+
+    def _answering(self) -> bool:
+        return self.answers is not None and self.answers.running
 
     def _enable(self, system: str, name: str, kind: str) -> bool:
         if name in self.incompatible or name in self.filter_rejected:
@@ -330,9 +375,26 @@ class TraceReader(InstanceOwner):
         return True
 
     @property
+    def lost(self) -> int:
+        """Records the kernel lost (overwritten or dropped), from the per-CPU ``stats``."""
+        return self.pipes.lost
+
+    @property
+    def first_loss(self) -> float | None:
+        """When (``time.monotonic()``) a read first found that records had been lost."""
+        return self.pipes.first_loss
+
+    @property
+    def last_loss(self) -> float | None:
+        """When a read last found a loss: the reader fell behind its writers between the
+        first and the last, and the reads before them."""
+        return self.pipes.last_loss
+
+    @property
     def tracepoints(self) -> dict[str, str]:
         """Enabled tracepoints (``system/name``) and their kind."""
-        return {f"{t.system}/{t.name}": t.kind for t in self._enabled.values()}
+        with self._lock:
+            return {f"{t.system}/{t.name}": t.kind for t in self._enabled.values()}
 
     # --- reading --------------------------------------------------------------------
 
@@ -354,21 +416,7 @@ class TraceReader(InstanceOwner):
     def read_cpu_pages(self) -> list[tuple[int, bytes]]:
         """(cpu, sub-buffer) for every page available now, CPU by CPU (for :meth:`read`,
         and to capture pages for offline decoding); updates :attr:`lost`."""
-        pages = []
-        page_size = self.decoder.layout.page_size
-        for cpu in self._cpus:
-            for _ in range(_PAGES_PER_READ):
-                try:
-                    page = os.read(cpu.fd, page_size)
-                except BlockingIOError:
-                    break
-                except InterruptedError:
-                    continue
-                if not page:
-                    break
-                pages.append((cpu.number, page))
-        self._count_lost()
-        return pages
+        return self.pipes.read(self.decoder.layout.page_size)
 
     def capture(self) -> list[tuple[int, bytes]]:
         """Like :meth:`read_cpu_pages`, and rescan when due (``record --capture``: pages are
@@ -380,18 +428,5 @@ class TraceReader(InstanceOwner):
     def formats(self) -> list[tuple[str, str]]:
         """(system, ``format`` file text) of every tracepoint enabled so far, as it was when
         enabled (to decode captured pages, even after the tracepoint is gone)."""
-        return [(t.system, t.format_text) for t in self._enabled.values()]
-
-    def _count_lost(self) -> None:
-        for cpu in self._cpus:
-            try:
-                stats = self.tracefs.cpu_stats(self.instance, cpu.number)
-            except OSError:
-                continue
-            lost = stats.get("overrun", 0) + stats.get("dropped events", 0)
-            if lost > cpu.lost_seen:
-                self.lost += lost - cpu.lost_seen
-                cpu.lost_seen = lost
-                now = time.monotonic()
-                self.first_loss = self.first_loss or now
-                self.last_loss = now
+        with self._lock:
+            return [(t.system, t.format_text) for t in self._enabled.values()]

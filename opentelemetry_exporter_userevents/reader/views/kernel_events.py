@@ -47,6 +47,7 @@ from opentelemetry_exporter_userevents.abi.sched import (
     SYSCALLS_SYSTEM,
 )
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs, TracefsError
+from opentelemetry_exporter_userevents.reader.live.cpu_pipes import CpuPipes
 from opentelemetry_exporter_userevents.reader.live.tracefs_instance import TracefsInstance
 from opentelemetry_exporter_userevents.reader.views.kernel_timeline import KernelTimeline
 from opentelemetry_exporter_userevents.reader.views.process_view import (
@@ -103,13 +104,6 @@ class KernelStats:
     """Writers beyond :data:`MAX_PROCESSES`, or gone before they could be listed."""
 
 
-@dataclass
-class _Cpu:
-    number: int
-    fd: int
-    lost_seen: int = 0
-
-
 def _field_reader(fmt: EventFormat, name: str) -> tuple[int, struct.Struct]:
     """(offset, struct) of an integer field, from the format's offset and size only."""
     f = fmt.field(name)
@@ -147,7 +141,7 @@ class KernelEvents:
     def __post_init__(self) -> None:
         self.tracefs_instance = TracefsInstance(self.tracefs, KERNEL_INSTANCE_PREFIX)
         self._decoders: dict[int, _Decoder] = {}
-        self._cpus: list[_Cpu] = []
+        self.pipes = CpuPipes(self.tracefs, self.tracefs_instance.name, _PAGES_PER_READ)
         self._processes: set[int] = set()
         self._seen_tids: set[int] = set()
         self._enabled = False
@@ -169,9 +163,7 @@ class KernelEvents:
             self.tracefs.set_trace_clock(name, CLOCK)
             self.tracefs.set_buffer_size_kb(name, self.buffer_size_kb)
             self.tracefs.set_option(name, EVENT_FORK, True)
-            for cpu in self.tracefs.cpus(name):
-                path = self.tracefs.trace_pipe_raw(name, cpu)
-                self._cpus.append(_Cpu(cpu, os.open(path, os.O_RDONLY | os.O_NONBLOCK)))
+            self.pipes.open()
             self._learn_formats()
             self.clock = self._check_clock()
         except (OSError, ValueError, KeyError) as error:  # no such event, or another format
@@ -179,9 +171,7 @@ class KernelEvents:
 
     def close(self) -> None:
         """Remove the instance (which disables its events). Idempotent."""
-        for cpu in self._cpus:
-            os.close(cpu.fd)
-        self._cpus = []
+        self.pipes.close()
         self.tracefs_instance.close()
 
     def _learn_formats(self) -> None:
@@ -348,26 +338,18 @@ class KernelEvents:
 
     def _read_records(self) -> list[tuple[int, memoryview]]:
         records: list[tuple[int, memoryview]] = []
-        page_size = self.layout.page_size
-        for cpu in self._cpus:
-            for _ in range(_PAGES_PER_READ):
-                try:
-                    raw = os.read(cpu.fd, page_size)
-                except BlockingIOError:
-                    break
-                except InterruptedError:
-                    continue
-                if not raw:
-                    break
-                try:
-                    page = parse_page(raw, self.layout)
-                except PageError:
-                    self.stats.undecodable += 1
-                    continue
-                if page.missed:
-                    self._note_loss()
-                records += page.events
-        self._count_lost()
+        for _, raw in self.pipes.read(self.layout.page_size):
+            try:
+                page = parse_page(raw, self.layout)
+            except PageError:
+                self.stats.undecodable += 1
+                continue
+            if page.missed:
+                self._note_loss()
+            records += page.events
+        self.stats.lost = self.pipes.lost
+        if self.pipes.last_read_lost:
+            self._note_loss()
         self._last_read = time.time_ns()
         records.sort(key=_STAMP)
         return records
@@ -379,18 +361,6 @@ class KernelEvents:
         self.losses.append(interval)
         if len(self.losses) > MAX_LOSS_TIMES:
             del self.losses[: MAX_LOSS_TIMES // 2]
-
-    def _count_lost(self) -> None:
-        for cpu in self._cpus:
-            try:
-                stats = self.tracefs.cpu_stats(self.tracefs_instance.name, cpu.number)
-            except OSError:
-                continue
-            lost = stats.get("overrun", 0) + stats.get("dropped events", 0)
-            if lost > cpu.lost_seen:
-                self.stats.lost += lost - cpu.lost_seen
-                cpu.lost_seen = lost
-                self._note_loss()
 
 
 _COMMON_PID = struct.Struct("<i").unpack_from

@@ -18,6 +18,7 @@ from opentelemetry_exporter_userevents._export import announce as writer_side
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
 from opentelemetry_exporter_userevents.reader.live.announcements import (
     MAX_PREFIXES,
+    MAX_WRITERS,
     AnnouncementListener,
 )
 from opentelemetry_exporter_userevents.record.schema import (
@@ -98,12 +99,39 @@ def test_a_flood_of_prefixes_is_bounded_and_counted_and_cannot_hide_a_newer_one(
     assert "genuine" in heard.announced and "p0" not in heard.announced
 
 
+def test_gave_up_marks_a_prefix_only_from_a_writer_that_announced_it():
+    heard = listener()
+    heard._page(page(1, [announcement(b"checkout", pid=42)]), set())
+    named: set[str] = set()
+    hostile = [
+        announcement(b"checkout", ANNOUNCE_GAVE_UP, pid=666),  # another service's prefix
+        announcement(b"neverannounced", ANNOUNCE_GAVE_UP, pid=666),
+    ]
+    heard._page(page(2, hostile), named)
+    assert heard.announced["checkout"].gave_up is None
+    assert "neverannounced" not in heard.announced and named == set()
+    assert heard.stats.gave_up_not_theirs == 2 and heard.stats.records == 1
+    heard._page(page(3, [announcement(b"checkout", ANNOUNCE_GAVE_UP, pid=42)]), set())
+    assert heard.announced["checkout"].gave_up is not None  # its own writer: late
+
+
+def test_a_flood_of_writers_of_one_prefix_keeps_the_latest_ones():
+    heard = listener()
+    writers = [announcement(b"shared", pid=1000 + n) for n in range(MAX_WRITERS * 3)]
+    heard._page(page(1, writers), set())
+    known = heard.announced["shared"]
+    assert len(known.writers) == MAX_WRITERS
+    assert 1000 not in known.writers and 1000 + MAX_WRITERS * 3 - 1 in known.writers
+    heard._page(page(2, [announcement(b"shared", ANNOUNCE_GAVE_UP, pid=1000)]), set())
+    assert known.gave_up is None and heard.stats.gave_up_not_theirs == 1
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=200))
 def test_any_payload_never_raises(payload):
     heard = listener()
     heard._page(page(1, [data_event(1, record(EVENT_ID, payload))]), set())
-    assert heard.stats.records + heard.stats.invalid == 1
+    assert heard.stats.records + heard.stats.invalid + heard.stats.gave_up_not_theirs == 1
     for prefix in heard.announced:
         assert prefix.isascii() and prefix.replace("_", "a").isalnum()
 
