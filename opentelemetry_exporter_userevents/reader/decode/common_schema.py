@@ -1,0 +1,409 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""Common Schema 4.0 events (the other OpenTelemetry user_events exporters': Rust, C++,
+.NET) and any other EventHeader event, as the reader's checked records.
+
+A decoded :class:`.EventHeaderEvent` whose fields include ``__csver__`` is read by field
+name and type, never by position or one writer's release: PartA/PartB/PartC in any order,
+PartA's extensions flat (``ext_dt_traceId``) or nested (``ext_dt`` { ``traceId`` }). A
+PartB ``_typeName`` of ``Span`` gives a :class:`.CheckedSpan`, anything else a
+:class:`.CheckedLog`; an event without ``__csver__`` is a log whose attributes are its
+fields. What the writer said of its resource comes beside the record (the join matches
+it), and what cannot be rebuilt is left at its default. docs/common-schema.md says which
+writer writes what. A record that does not map raises :class:`.InvalidRecord` with one of
+:data:`.common_schema_fields.REASONS`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
+from opentelemetry_exporter_userevents.reader.decode import common_schema_fields as cs
+from opentelemetry_exporter_userevents.reader.decode.checked_records import (
+    Attributes,
+    CheckedLink,
+    CheckedLog,
+    CheckedSpan,
+)
+from opentelemetry_exporter_userevents.reader.decode.common_schema_fields import (
+    AttributeSink,
+    Drop,
+    safe_text,
+    scalar,
+)
+from opentelemetry_exporter_userevents.reader.decode.common_schema_time import parse_time
+from opentelemetry_exporter_userevents.reader.decode.eventheader_types import (
+    EventField,
+    EventHeaderEvent,
+)
+from opentelemetry_exporter_userevents.reader.decode.validation import InvalidRecord
+
+CSVER_FIELD = "__csver__"
+ENV_PROPERTIES = "env_properties"
+""".NET's PartC field: the log's other attributes as one JSON object."""
+MAX_LINKS = 128
+"""Links kept of one span (the SDK's default limit); the rest are counted as dropped."""
+NO_SCOPE = "{}"
+"""The scope text of a record without scope (as :meth:`.RecordChecker.scope` reads it)."""
+_HEX32 = re.compile(r"[0-9a-fA-F]{32}").fullmatch
+_HEX16 = re.compile(r"[0-9a-fA-F]{16}").fullmatch
+_PARTS = ("PartA", "PartB", "PartC")
+_DEFAULT_EVENT_NAMES = frozenset({"Log", "Logs"})
+"""The writers' event names when the log has none of its own."""
+_LEVEL_SEVERITY = {1: 21, 2: 17, 3: 13, 4: 9, 5: 5}
+"""EventHeader levels (critical, error, warning, informational, verbose) as severity
+numbers (FATAL, ERROR, WARN, INFO, DEBUG): only for events that give none."""
+
+RESOURCE_EXTENSIONS = {
+    "ext_cloud_role": "service.name",
+    "ext_cloud_roleInstance": "service.instance.id",
+    "ext_cloud_roleVer": "service.version",
+}
+"""PartA fields the writers fill from their resource, back to its attribute names."""
+EXCEPTION_EXTENSIONS = {
+    "ext_ex_type": "exception.type",
+    "ext_ex_msg": "exception.message",
+    "ext_ex_stack": "exception.stacktrace",
+}
+"""PartA fields .NET writes for a log's exception, back to the log's attributes."""
+SPAN_RENAMED = {
+    "dbSystem": "db.system.name",
+    "dbName": "db.namespace",
+    "dbStatement": "db.query.text",
+    "httpMethod": "http.request.method",
+    "httpUrl": "url.full",
+    "httpStatusCode": "http.response.status_code",
+    "messagingSystem": "messaging.system",
+    "messagingDestination": "messaging.destination.name",
+    "messagingUrl": "messaging.url",
+    "rpcSystem": "rpc.system.name",
+    "rpcGrpcStatusCode": "rpc.response.status_code",
+}
+"""Rust's span PartB names back to today's semantic conventions (releases before its
+links and statusMessage wrote ``db.system``, ``db.name``, ``db.statement`` and
+``messaging.destination`` under the same names: they read as today's)."""
+_SPAN_PART_B = frozenset(
+    {"_typeName", "name", "startTime", "kind", "success", "parentId", "links", "statusMessage"}
+)
+_LOG_PART_B = frozenset({"_typeName", "body", "severityNumber", "severityText", "name", "eventId"})
+
+
+class CommonSchemaRecord(NamedTuple):
+    """A mapped event: its checked record, what its writer said of its resource, and why
+    values were left out of it (each also counted in its ``dropped_attributes``)."""
+
+    record: CheckedSpan | CheckedLog
+    resource: Attributes
+    """``service.name`` and the like, from PartA; empty if the event says nothing."""
+    dropped: tuple[str, ...]
+    """Reasons from :data:`.common_schema_fields.DROP_REASONS`, each once."""
+
+
+def map_event(
+    event: EventHeaderEvent, timestamp: int = 0, pid: int = 0, tracepoint: str = ""
+) -> CommonSchemaRecord:
+    """``event`` as a checked span or log, with where it came from (as
+    :meth:`.RecordChecker.check` sets it). Raises :class:`.InvalidRecord`."""
+    csver = [field for field in event.fields if field.name == CSVER_FIELD]
+    if not csver:
+        return _other(event, timestamp, pid, tracepoint)
+    version = csver[0].value
+    if len(csver) > 1 or type(version) is not int or version >> 8 != 4:
+        raise InvalidRecord(cs.CSVER)
+    parts, rest = _parts(event.fields)
+    part_a = _fields(_flat_extensions(parts.get("PartA", ())))
+    part_b = _fields(parts.get("PartB", ()))
+    resource = AttributeSink()
+    attributes = AttributeSink()
+    for name, value in part_a.items():
+        _part_a_field(name, value, resource, attributes)
+    if part_b.get("_typeName") == "Span":
+        if "PartA" not in parts:
+            raise InvalidRecord(cs.SPAN_NO_PART_A)
+        record: CheckedSpan | CheckedLog = _span(part_a, part_b, attributes)
+    else:
+        record = _log(event, part_a, part_b, attributes)
+    for field in parts.get("PartC", ()):
+        value = field.value
+        if (
+            field.name == ENV_PROPERTIES
+            and type(value) is str
+            and attributes.add_json_object(value)
+        ):
+            continue  # kept as its text when it is not a JSON object
+        attributes.add(safe_text(field.name), value)
+    attributes.add_fields(rest)
+    record = record._replace(
+        dropped_attributes=attributes.dropped,
+        timestamp=timestamp,
+        pid=pid,
+        tracepoint=tracepoint,
+    )
+    reasons = tuple(dict.fromkeys(attributes.reasons + resource.reasons))
+    return CommonSchemaRecord(record, resource.attributes, reasons)
+
+
+def _other(
+    event: EventHeaderEvent, timestamp: int, pid: int, tracepoint: str
+) -> CommonSchemaRecord:
+    """An EventHeader event of no Common Schema: a log of its fields, named as the event."""
+    attributes = AttributeSink()
+    attributes.add_fields(event.fields)
+    record = CheckedLog(
+        time_ns=0,
+        observed_time_ns=0,
+        trace_id=0,
+        span_id=0,
+        trace_flags=0,
+        severity_number=_LEVEL_SEVERITY.get(event.level, 0),
+        severity_text=None,
+        event_name=safe_text(event.name),
+        body=None,
+        attributes=attributes.attributes,
+        dropped_attributes=attributes.dropped,
+        scope_text=NO_SCOPE,
+        scope=None,
+        timestamp=timestamp,
+        pid=pid,
+        tracepoint=tracepoint,
+    )
+    return CommonSchemaRecord(record, {}, tuple(attributes.reasons))
+
+
+def _parts(fields: Iterable[EventField]) -> tuple[dict[str, Any], list[EventField]]:
+    """PartA/PartB/PartC (each a struct, each at most once) and the other top-level fields
+    but ``__csver__``."""
+    parts: dict[str, Any] = {}
+    rest = []
+    for field in fields:
+        if field.name in _PARTS:
+            if type(field.value) is not tuple:
+                raise InvalidRecord(cs.PART_NOT_STRUCT)
+            if field.name in parts:
+                raise InvalidRecord(cs.PART_REPEATED)
+            parts[field.name] = field.value
+        elif field.name != CSVER_FIELD:
+            rest.append(field)
+    return parts, rest
+
+
+def _flat_extensions(fields: Iterable[EventField]) -> list[EventField]:
+    """PartA with nested extensions (``ext_dt`` { ``traceId`` }, older Rust logs) as the
+    flat names every writer writes now (``ext_dt_traceId``)."""
+    flat = []
+    for field in fields:
+        if type(field.value) is tuple:
+            for member in field.value:
+                flat.append(member._replace(name=f"{field.name}_{member.name}"))
+        else:
+            flat.append(field)
+    return flat
+
+
+def _fields(fields: Iterable[EventField]) -> dict[str, Any]:
+    """A part's values by name; a name twice is ambiguous, so refused."""
+    values: dict[str, Any] = {}
+    for field in fields:
+        if field.name in values:
+            raise InvalidRecord(cs.FIELD_REPEATED)
+        values[field.name] = field.value
+    return values
+
+
+def _part_a_field(
+    name: str, value: Any, resource: AttributeSink, attributes: AttributeSink
+) -> None:
+    if name in ("time", "ext_dt_traceId", "ext_dt_spanId"):
+        return  # read by the span or log
+    renamed = RESOURCE_EXTENSIONS.get(name)
+    if renamed is not None:
+        resource.put(renamed, safe_text(_text(value, cs.EXTENSION)))
+        return
+    renamed = EXCEPTION_EXTENSIONS.get(name)
+    if renamed is not None:
+        attributes.put(renamed, safe_text(_text(value, cs.EXTENSION)))
+        return
+    resource.add(safe_text(name), value)  # .NET's prepopulated fields: the process's own
+
+
+def _span(part_a: dict[str, Any], part_b: dict[str, Any], attributes: AttributeSink) -> CheckedSpan:
+    trace_id, span_id = _ids(part_a)
+    if trace_id is None:
+        raise InvalidRecord(cs.TRACE_ID_MISSING)
+    if span_id is None:
+        raise InvalidRecord(cs.SPAN_ID_MISSING)
+    if trace_id == 0:
+        raise InvalidRecord(cs.TRACE_ID_ZERO)
+    if span_id == 0:
+        raise InvalidRecord(cs.SPAN_ID_ZERO)
+    end = _time(part_a, "time", cs.TIME, cs.TIME_MISSING)
+    start = _time(part_b, "startTime", cs.START_TIME, cs.START_TIME_MISSING)
+    name = part_b.get("name")
+    if name is None:
+        raise InvalidRecord(cs.NAME_MISSING)
+    kind = part_b.get("kind", 0)
+    if type(kind) is not int or not 0 <= kind <= 4:
+        raise InvalidRecord(cs.KIND)
+    success = part_b.get("success", True)
+    if type(success) is not bool:
+        raise InvalidRecord(cs.SUCCESS)
+    message = _text(part_b.get("statusMessage", ""), cs.STATUS_MESSAGE)
+    parent = part_b.get("parentId", "")
+    if parent == "":  # a root span: no field now, "" in releases before 2025-07
+        parent_id = None
+    else:
+        parent_id = _hex(parent, _HEX16, cs.PARENT_ID)
+    links, dropped_links = _links(part_b.get("links"))
+    for key, value in part_b.items():
+        if key not in _SPAN_PART_B:
+            attributes.add(SPAN_RENAMED.get(key, safe_text(key)), value)
+    return CheckedSpan(
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_span_id=parent_id,
+        parent_is_remote=False,
+        trace_flags=0,
+        trace_state=(),
+        name=safe_text(_text(name, cs.NAME)),
+        kind=kind,
+        status_code=0 if success else 2,
+        status_description="" if success else safe_text(message),
+        start_time_ns=start,
+        end_time_ns=end,
+        attributes=attributes.attributes,
+        dropped_attributes=0,
+        events=[],
+        dropped_events=0,
+        links=links,
+        dropped_links=dropped_links,
+        scope_text=NO_SCOPE,
+        scope=None,
+    )
+
+
+def _log(
+    event: EventHeaderEvent,
+    part_a: dict[str, Any],
+    part_b: dict[str, Any],
+    attributes: AttributeSink,
+) -> CheckedLog:
+    trace_id, span_id = _ids(part_a)
+    time_ns = _time(part_a, "time", cs.TIME, None)
+    severity = part_b.get("severityNumber", 0)
+    if type(severity) is not int or not 0 <= severity <= 24:
+        raise InvalidRecord(cs.SEVERITY_NUMBER)
+    severity_text = part_b.get("severityText")
+    if severity_text is not None:
+        severity_text = safe_text(_text(severity_text, cs.SEVERITY_TEXT))
+    event_name = part_b.get("name")
+    if event_name is not None:
+        event_name = safe_text(_text(event_name, cs.NAME))
+    elif event.name not in _DEFAULT_EVENT_NAMES:
+        event_name = safe_text(event.name)
+    if "eventId" in part_b:
+        attributes.add("event_id", part_b["eventId"])
+    for key, value in part_b.items():
+        if key not in _LOG_PART_B:
+            attributes.add(safe_text(key), value)
+    return CheckedLog(
+        time_ns=time_ns,
+        observed_time_ns=0,
+        trace_id=trace_id or 0,
+        span_id=span_id or 0,
+        trace_flags=0,
+        severity_number=severity,
+        severity_text=severity_text,
+        event_name=event_name,
+        body=_body(part_b.get("body"), attributes),
+        attributes=attributes.attributes,
+        dropped_attributes=0,
+        scope_text=NO_SCOPE,
+        scope=None,
+    )
+
+
+def _body(value: Any, attributes: AttributeSink) -> Any:
+    """A log body as OTLP holds it: a scalar, a list, or a struct as a map; a value OTLP
+    cannot hold is left out (None), its reason counted."""
+    if type(value) is tuple:
+        body = AttributeSink()
+        body.add_fields(value)
+        for reason in body.reasons:
+            attributes.drop(reason)
+        return body.attributes
+    try:
+        if type(value) is list:
+            if value and type(value[0]) is tuple:  # an array of structs: maps
+                return [_body(element, attributes) for element in value]
+            return [scalar(element) for element in value]
+        return None if value is None else scalar(value)
+    except Drop as drop:
+        attributes.drop(drop.reason)
+        return None
+
+
+def _ids(part_a: dict[str, Any]) -> tuple[int | None, int | None]:
+    trace_id = part_a.get("ext_dt_traceId")
+    span_id = part_a.get("ext_dt_spanId")
+    return (
+        None if trace_id is None else _hex(trace_id, _HEX32, cs.TRACE_ID),
+        None if span_id is None else _hex(span_id, _HEX16, cs.SPAN_ID),
+    )
+
+
+def _hex(value: Any, match: Any, reason: str) -> int:
+    if type(value) is not str or match(value) is None:
+        raise InvalidRecord(reason)
+    return int(value, 16)
+
+
+def _text(value: Any, reason: str) -> str:
+    if type(value) is not str:
+        raise InvalidRecord(reason)
+    return value
+
+
+def _time(part: dict[str, Any], name: str, reason: str, missing: str | None) -> int:
+    """A time field in nanoseconds; 0 when missing and allowed (``missing`` None)."""
+    value = part.get(name)
+    if value is None:
+        if missing is not None:
+            raise InvalidRecord(missing)
+        return 0
+    time_ns = parse_time(value) if type(value) is str else None
+    if time_ns is None:
+        raise InvalidRecord(reason)
+    return time_ns
+
+
+def _links(value: Any) -> tuple[list[CheckedLink], int]:
+    """Rust's ``[{"toTraceId": ..., "toSpanId": ...}]`` text as links (trace flags, state
+    and attributes are not written: left at their defaults), at most :data:`MAX_LINKS`."""
+    if value is None:
+        return [], 0
+    try:
+        items = json.loads(_text(value, cs.LINKS))
+    except (ValueError, RecursionError):
+        raise InvalidRecord(cs.LINKS) from None
+    if type(items) is not list:
+        raise InvalidRecord(cs.LINKS)
+    links = []
+    for item in items[:MAX_LINKS]:
+        if type(item) is not dict:
+            raise InvalidRecord(cs.LINKS)
+        links.append(
+            CheckedLink(
+                trace_id=_hex(item.get("toTraceId"), _HEX32, cs.LINKS),
+                span_id=_hex(item.get("toSpanId"), _HEX16, cs.LINKS),
+                trace_flags=0,
+                trace_state=(),
+                is_remote=False,
+                attributes={},
+                dropped=0,
+            )
+        )
+    return links, max(0, len(items) - MAX_LINKS)
