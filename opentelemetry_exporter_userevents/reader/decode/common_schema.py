@@ -17,25 +17,26 @@ writer writes what. A record that does not map raises :class:`.InvalidRecord` wi
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from opentelemetry_exporter_userevents.reader.decode import common_schema_fields as cs
 from opentelemetry_exporter_userevents.reader.decode.checked_records import (
     Attributes,
-    CheckedLink,
     CheckedLog,
     CheckedSpan,
 )
 from opentelemetry_exporter_userevents.reader.decode.common_schema_fields import (
+    NO_SCOPE,
     AttributeSink,
     Drop,
     safe_text,
     scalar,
+    text,
+    time_field,
+    trace_context,
 )
-from opentelemetry_exporter_userevents.reader.decode.common_schema_time import parse_time
+from opentelemetry_exporter_userevents.reader.decode.common_schema_span import build_span
 from opentelemetry_exporter_userevents.reader.decode.eventheader_types import (
     EventField,
     EventHeaderEvent,
@@ -45,12 +46,6 @@ from opentelemetry_exporter_userevents.reader.decode.validation import InvalidRe
 CSVER_FIELD = "__csver__"
 ENV_PROPERTIES = "env_properties"
 """.NET's PartC field: the log's other attributes as one JSON object."""
-MAX_LINKS = 128
-"""Links kept of one span (the SDK's default limit); the rest are counted as dropped."""
-NO_SCOPE = "{}"
-"""The scope text of a record without scope (as :meth:`.RecordChecker.scope` reads it)."""
-_HEX32 = re.compile(r"[0-9a-fA-F]{32}").fullmatch
-_HEX16 = re.compile(r"[0-9a-fA-F]{16}").fullmatch
 _PARTS = ("PartA", "PartB", "PartC")
 _DEFAULT_EVENT_NAMES = frozenset({"Log", "Logs"})
 """The writers' event names when the log has none of its own."""
@@ -70,25 +65,6 @@ EXCEPTION_EXTENSIONS = {
     "ext_ex_stack": "exception.stacktrace",
 }
 """PartA fields .NET writes for a log's exception, back to the log's attributes."""
-SPAN_RENAMED = {
-    "dbSystem": "db.system.name",
-    "dbName": "db.namespace",
-    "dbStatement": "db.query.text",
-    "httpMethod": "http.request.method",
-    "httpUrl": "url.full",
-    "httpStatusCode": "http.response.status_code",
-    "messagingSystem": "messaging.system",
-    "messagingDestination": "messaging.destination.name",
-    "messagingUrl": "messaging.url",
-    "rpcSystem": "rpc.system.name",
-    "rpcGrpcStatusCode": "rpc.response.status_code",
-}
-"""Rust's span PartB names back to today's semantic conventions (releases before its
-links and statusMessage wrote ``db.system``, ``db.name``, ``db.statement`` and
-``messaging.destination`` under the same names: they read as today's)."""
-_SPAN_PART_B = frozenset(
-    {"_typeName", "name", "startTime", "kind", "success", "parentId", "links", "statusMessage"}
-)
 _LOG_PART_B = frozenset({"_typeName", "body", "severityNumber", "severityText", "name", "eventId"})
 
 
@@ -124,7 +100,7 @@ def map_event(
     if part_b.get("_typeName") == "Span":
         if "PartA" not in parts:
             raise InvalidRecord(cs.SPAN_NO_PART_A)
-        record: CheckedSpan | CheckedLog = _span(part_a, part_b, attributes)
+        record: CheckedSpan | CheckedLog = build_span(part_a, part_b, attributes)
     else:
         record = _log(event, part_a, part_b, attributes)
     for field in parts.get("PartC", ()):
@@ -221,68 +197,13 @@ def _part_a_field(
         return  # read by the span or log
     renamed = RESOURCE_EXTENSIONS.get(name)
     if renamed is not None:
-        resource.put(renamed, safe_text(_text(value, cs.EXTENSION)))
+        resource.put(renamed, text(value, cs.EXTENSION))
         return
     renamed = EXCEPTION_EXTENSIONS.get(name)
     if renamed is not None:
-        attributes.put(renamed, safe_text(_text(value, cs.EXTENSION)))
+        attributes.put(renamed, text(value, cs.EXTENSION))
         return
     resource.add(safe_text(name), value)  # .NET's prepopulated fields: the process's own
-
-
-def _span(part_a: dict[str, Any], part_b: dict[str, Any], attributes: AttributeSink) -> CheckedSpan:
-    trace_id, span_id = _ids(part_a)
-    if trace_id is None:
-        raise InvalidRecord(cs.TRACE_ID_MISSING)
-    if span_id is None:
-        raise InvalidRecord(cs.SPAN_ID_MISSING)
-    if trace_id == 0:
-        raise InvalidRecord(cs.TRACE_ID_ZERO)
-    if span_id == 0:
-        raise InvalidRecord(cs.SPAN_ID_ZERO)
-    end = _time(part_a, "time", cs.TIME, cs.TIME_MISSING)
-    start = _time(part_b, "startTime", cs.START_TIME, cs.START_TIME_MISSING)
-    name = part_b.get("name")
-    if name is None:
-        raise InvalidRecord(cs.NAME_MISSING)
-    kind = part_b.get("kind", 0)
-    if type(kind) is not int or not 0 <= kind <= 4:
-        raise InvalidRecord(cs.KIND)
-    success = part_b.get("success", True)
-    if type(success) is not bool:
-        raise InvalidRecord(cs.SUCCESS)
-    message = _text(part_b.get("statusMessage", ""), cs.STATUS_MESSAGE)
-    parent = part_b.get("parentId", "")
-    if parent == "":  # a root span: no field now, "" in releases before 2025-07
-        parent_id = None
-    else:
-        parent_id = _hex(parent, _HEX16, cs.PARENT_ID)
-    links, dropped_links = _links(part_b.get("links"))
-    for key, value in part_b.items():
-        if key not in _SPAN_PART_B:
-            attributes.add(SPAN_RENAMED.get(key, safe_text(key)), value)
-    return CheckedSpan(
-        trace_id=trace_id,
-        span_id=span_id,
-        parent_span_id=parent_id,
-        parent_is_remote=False,
-        trace_flags=0,
-        trace_state=(),
-        name=safe_text(_text(name, cs.NAME)),
-        kind=kind,
-        status_code=0 if success else 2,
-        status_description="" if success else safe_text(message),
-        start_time_ns=start,
-        end_time_ns=end,
-        attributes=attributes.attributes,
-        dropped_attributes=0,
-        events=[],
-        dropped_events=0,
-        links=links,
-        dropped_links=dropped_links,
-        scope_text=NO_SCOPE,
-        scope=None,
-    )
 
 
 def _log(
@@ -291,17 +212,17 @@ def _log(
     part_b: dict[str, Any],
     attributes: AttributeSink,
 ) -> CheckedLog:
-    trace_id, span_id = _ids(part_a)
-    time_ns = _time(part_a, "time", cs.TIME, None)
+    trace_id, span_id = trace_context(part_a)
+    time_ns = time_field(part_a, "time", cs.TIME, None)
     severity = part_b.get("severityNumber", 0)
     if type(severity) is not int or not 0 <= severity <= 24:
         raise InvalidRecord(cs.SEVERITY_NUMBER)
     severity_text = part_b.get("severityText")
     if severity_text is not None:
-        severity_text = safe_text(_text(severity_text, cs.SEVERITY_TEXT))
+        severity_text = text(severity_text, cs.SEVERITY_TEXT)
     event_name = part_b.get("name")
     if event_name is not None:
-        event_name = safe_text(_text(event_name, cs.NAME))
+        event_name = text(event_name, cs.NAME)
     elif event.name not in _DEFAULT_EVENT_NAMES:
         event_name = safe_text(event.name)
     if "eventId" in part_b:
@@ -332,8 +253,7 @@ def _body(value: Any, attributes: AttributeSink) -> Any:
     if type(value) is tuple:
         body = AttributeSink()
         body.add_fields(value)
-        for reason in body.reasons:
-            attributes.drop(reason)
+        attributes.absorb(body)
         return body.attributes
     try:
         if type(value) is list:
@@ -344,66 +264,3 @@ def _body(value: Any, attributes: AttributeSink) -> Any:
     except Drop as drop:
         attributes.drop(drop.reason)
         return None
-
-
-def _ids(part_a: dict[str, Any]) -> tuple[int | None, int | None]:
-    trace_id = part_a.get("ext_dt_traceId")
-    span_id = part_a.get("ext_dt_spanId")
-    return (
-        None if trace_id is None else _hex(trace_id, _HEX32, cs.TRACE_ID),
-        None if span_id is None else _hex(span_id, _HEX16, cs.SPAN_ID),
-    )
-
-
-def _hex(value: Any, match: Any, reason: str) -> int:
-    if type(value) is not str or match(value) is None:
-        raise InvalidRecord(reason)
-    return int(value, 16)
-
-
-def _text(value: Any, reason: str) -> str:
-    if type(value) is not str:
-        raise InvalidRecord(reason)
-    return value
-
-
-def _time(part: dict[str, Any], name: str, reason: str, missing: str | None) -> int:
-    """A time field in nanoseconds; 0 when missing and allowed (``missing`` None)."""
-    value = part.get(name)
-    if value is None:
-        if missing is not None:
-            raise InvalidRecord(missing)
-        return 0
-    time_ns = parse_time(value) if type(value) is str else None
-    if time_ns is None:
-        raise InvalidRecord(reason)
-    return time_ns
-
-
-def _links(value: Any) -> tuple[list[CheckedLink], int]:
-    """Rust's ``[{"toTraceId": ..., "toSpanId": ...}]`` text as links (trace flags, state
-    and attributes are not written: left at their defaults), at most :data:`MAX_LINKS`."""
-    if value is None:
-        return [], 0
-    try:
-        items = json.loads(_text(value, cs.LINKS))
-    except (ValueError, RecursionError):
-        raise InvalidRecord(cs.LINKS) from None
-    if type(items) is not list:
-        raise InvalidRecord(cs.LINKS)
-    links = []
-    for item in items[:MAX_LINKS]:
-        if type(item) is not dict:
-            raise InvalidRecord(cs.LINKS)
-        links.append(
-            CheckedLink(
-                trace_id=_hex(item.get("toTraceId"), _HEX32, cs.LINKS),
-                span_id=_hex(item.get("toSpanId"), _HEX16, cs.LINKS),
-                trace_flags=0,
-                trace_state=(),
-                is_remote=False,
-                attributes={},
-                dropped=0,
-            )
-        )
-    return links, max(0, len(items) - MAX_LINKS)

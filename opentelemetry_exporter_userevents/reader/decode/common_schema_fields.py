@@ -15,18 +15,25 @@ reasons are counted.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import re
+from collections.abc import Callable, Iterable
 from ipaddress import IPv4Address, IPv6Address
 from typing import Any
 from uuid import UUID
 
 from opentelemetry_exporter_userevents.reader.decode.checked_records import Attributes
+from opentelemetry_exporter_userevents.reader.decode.common_schema_time import parse_time
 from opentelemetry_exporter_userevents.reader.decode.eventheader_types import EventField
+from opentelemetry_exporter_userevents.reader.decode.validation import InvalidRecord
 
 MAX_JSON_DEPTH = 8
 """JSON objects nested deeper are kept as their JSON text."""
 MAX_ATTRIBUTES = 1024
 """Attributes kept for one record (flattened); the rest are dropped and counted."""
+NO_SCOPE = "{}"
+"""The scope text of a record without scope (as :meth:`.RecordChecker.scope` reads it)."""
+HEX32 = re.compile(r"[0-9a-fA-F]{32}", re.ASCII).fullmatch
+HEX16 = re.compile(r"[0-9a-fA-F]{16}", re.ASCII).fullmatch
 _I64_MIN = -(1 << 63)
 _I64_MAX = (1 << 63) - 1
 
@@ -98,6 +105,41 @@ DROP_REASONS = frozenset({DROP_BIG_INTEGER, DROP_NULL, DROP_REPEATED, DROP_TOO_M
 """Every reason one value is left out of a record that is kept."""
 
 
+def trace_context(part_a: dict[str, Any]) -> tuple[int | None, int | None]:
+    """PartA's trace and span ids (None where absent)."""
+    trace_id = part_a.get("ext_dt_traceId")
+    span_id = part_a.get("ext_dt_spanId")
+    return (
+        None if trace_id is None else hex_id(trace_id, HEX32, TRACE_ID),
+        None if span_id is None else hex_id(span_id, HEX16, SPAN_ID),
+    )
+
+
+def hex_id(value: Any, match: Callable[[str], Any], reason: str) -> int:
+    if type(value) is not str or match(value) is None:
+        raise InvalidRecord(reason)
+    return int(value, 16)
+
+
+def text(value: Any, reason: str) -> str:
+    if type(value) is not str:
+        raise InvalidRecord(reason)
+    return safe_text(value)
+
+
+def time_field(part: dict[str, Any], name: str, reason: str, missing: str | None) -> int:
+    """A time field in nanoseconds; 0 when absent and allowed (``missing`` None)."""
+    value = part.get(name)
+    if value is None:
+        if missing is not None:
+            raise InvalidRecord(missing)
+        return 0
+    time_ns = parse_time(value) if type(value) is str else None
+    if time_ns is None:
+        raise InvalidRecord(reason)
+    return time_ns
+
+
 class Drop(ValueError):
     """A value OTLP cannot carry: its attribute is left out (one of :data:`DROP_REASONS`)."""
 
@@ -151,6 +193,11 @@ class AttributeSink:
         if reason not in self.reasons:
             self.reasons.append(reason)
 
+    def absorb(self, other: AttributeSink) -> None:
+        """Counts what ``other`` (a log body's map) left out as this record's."""
+        self.dropped += other.dropped
+        self.reasons += [reason for reason in other.reasons if reason not in self.reasons]
+
     def put(self, name: str, value: Any) -> None:
         """One attribute, already an attribute value."""
         if name in self.attributes:
@@ -202,8 +249,11 @@ class AttributeSink:
             if type(value) is dict and depth < MAX_JSON_DEPTH:
                 self._add_json(value, name + ".", depth + 1)
                 continue
-            if type(value) is dict or (
-                type(value) is list and any(type(v) in (dict, list) for v in value)
-            ):
-                value = json.dumps(value)
+            if type(value) is dict or (type(value) is list and not _one_scalar_type(value)):
+                value = json.dumps(value)  # the SDK keeps no maps, nor lists of mixed types
             self.add(name, value)
+
+
+def _one_scalar_type(values: list[Any]) -> bool:
+    kinds = {type(value) for value in values}
+    return len(kinds) <= 1 and not kinds & {dict, list, type(None)}

@@ -23,10 +23,10 @@ from opentelemetry_exporter_userevents.reader.decode.checked_records import (
     CheckedSpan,
 )
 from opentelemetry_exporter_userevents.reader.decode.common_schema import (
-    MAX_LINKS,
     CommonSchemaRecord,
     map_event,
 )
+from opentelemetry_exporter_userevents.reader.decode.common_schema_span import MAX_LINKS
 from opentelemetry_exporter_userevents.reader.decode.common_schema_time import parse_time
 from opentelemetry_exporter_userevents.reader.decode.eventheader import (
     decode_event,
@@ -380,6 +380,18 @@ def test_a_dotnet_log_in_utf16_with_an_array_and_env_properties() -> None:
     )
 
 
+def test_env_properties_lists_of_mixed_values_stay_json_text() -> None:
+    """The SDK keeps only lists of one type: a mixed one stays as its JSON text."""
+    props = '{"mixed":[1,"a"],"same":[1,2],"nested":[[1]],"big":18446744073709551615}'
+    specs = [
+        num("__csver__", E.VALUE16, 0x400, F.HEX_INT),
+        struct("PartC", s8("env_properties", props)),
+    ]
+    result = mapped("Log", specs)
+    assert result.record.attributes == {"mixed": '[1, "a"]', "same": [1, 2], "nested": "[[1]]"}
+    assert result.dropped == (cs.DROP_BIG_INTEGER,)
+
+
 def test_env_properties_that_are_not_a_json_object_stay_text() -> None:
     specs = [
         num("__csver__", E.VALUE16, 0x400, F.HEX_INT),
@@ -597,6 +609,10 @@ def test_a_struct_body_is_a_map_and_an_array_of_structs_a_list_of_maps() -> None
     inner = struct("body", num("n", E.VALUE8, 1), struct("m", s8("k", "v")))
     as_map = mapped("Log", [CSVER, struct("PartB", inner)])
     assert as_map.record.body == {"n": 1, "m.k": "v"}
+    big = struct("body", num("a", E.VALUE64, 2**64 - 1), num("b", E.VALUE64, 2**63), s8("c", "x"))
+    with_big = mapped("Log", [CSVER, struct("PartB", big)])
+    assert with_big.record.body == {"c": "x"}
+    assert (with_big.record.dropped_attributes, with_big.dropped) == (2, (cs.DROP_BIG_INTEGER,))
     items = Spec("body", E.STRUCT, array="v", value=[[1], [2]], children=[num("n", E.VALUE8, 0)])
     as_list = mapped("Log", [CSVER, struct("PartB", items)])
     assert as_list.record.body == [{"n": 1}, {"n": 2}]
