@@ -218,13 +218,18 @@ def _log(
     if type(severity) is not int or not 0 <= severity <= 24:
         raise InvalidRecord(cs.SEVERITY_NUMBER)
     severity_text = part_b.get("severityText")
-    if severity_text is not None:
-        severity_text = text(severity_text, cs.SEVERITY_TEXT)
+    if severity_text is not None and type(severity_text) is not str:
+        # Rust before 54e526c2 gave the text a signed-int format: 1, 2, 4 or 8 bytes of
+        # it decode as an integer. Only the text is lost.
+        attributes.drop(cs.DROP_SEVERITY_TEXT)
+        severity_text = None
     event_name = part_b.get("name")
     if event_name is not None:
         event_name = text(event_name, cs.NAME)
     elif event.name not in _DEFAULT_EVENT_NAMES:
         event_name = safe_text(event.name)
+    if event_name in _DEFAULT_EVENT_NAMES:  # Rust before 833a92b7 wrote "Log" for none
+        event_name = None
     if "eventId" in part_b:
         attributes.add("event_id", part_b["eventId"])
     for key, value in part_b.items():
@@ -237,7 +242,7 @@ def _log(
         span_id=span_id or 0,
         trace_flags=0,
         severity_number=severity,
-        severity_text=severity_text,
+        severity_text=None if severity_text is None else safe_text(severity_text),
         event_name=event_name,
         body=_body(part_b.get("body"), attributes),
         attributes=attributes.attributes,

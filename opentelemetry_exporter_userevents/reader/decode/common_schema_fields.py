@@ -61,7 +61,6 @@ SUCCESS = "cs.PartB.success: not a boolean"
 STATUS_MESSAGE = "cs.PartB.statusMessage: not a string"
 LINKS = "cs.PartB.links: not a JSON list of links"
 SEVERITY_NUMBER = "cs.PartB.severityNumber: not an integer 0 to 24"
-SEVERITY_TEXT = "cs.PartB.severityText: not a string"
 EXTENSION = "cs.PartA.ext: not a string"
 
 REASONS = frozenset(
@@ -89,7 +88,6 @@ REASONS = frozenset(
         STATUS_MESSAGE,
         LINKS,
         SEVERITY_NUMBER,
-        SEVERITY_TEXT,
         EXTENSION,
     }
 )
@@ -100,8 +98,11 @@ DROP_BIG_INTEGER = "cs.attribute: an integer OTLP cannot hold"
 DROP_NULL = "cs.attribute: a null value"
 DROP_REPEATED = "cs.attribute: a repeated name"
 DROP_TOO_MANY = "cs.attribute: past the attribute bound"
+DROP_SEVERITY_TEXT = "cs.PartB.severityText: not a string"
 
-DROP_REASONS = frozenset({DROP_BIG_INTEGER, DROP_NULL, DROP_REPEATED, DROP_TOO_MANY})
+DROP_REASONS = frozenset(
+    {DROP_BIG_INTEGER, DROP_NULL, DROP_REPEATED, DROP_TOO_MANY, DROP_SEVERITY_TEXT}
+)
 """Every reason one value is left out of a record that is kept."""
 
 

@@ -293,9 +293,9 @@ def test_a_rust_log_of_today_partc_before_partb() -> None:
     )
 
 
-def test_an_older_rust_log_nests_ext_dt_and_ext_cloud_and_names_the_event() -> None:
+def test_an_older_rust_log_nests_ext_dt_and_ext_cloud() -> None:
     """Before 833a92b7: ``ext_dt`` and ``ext_cloud`` structs in PartA, times ``+00:00``,
-    the event named as the log (no PartB ``name`` when it had none)."""
+    the event and PartB ``name`` both the log's event name, or ``Log`` when it had none."""
     specs = [
         num("__csver__", E.VALUE32, 1024, F.UNSIGNED_INT),
         struct(
@@ -310,18 +310,52 @@ def test_an_older_rust_log_nests_ext_dt_and_ext_cloud_and_names_the_event() -> N
             s8("_typeName", "Log"),
             num("body", E.VALUE64, 12, F.SIGNED_INT),
             num("severityNumber", E.VALUE16, 9, F.SIGNED_INT),
+            s8("name", "payment.failed"),
         ),
     ]
-    result = mapped("my_app::payments", specs)
+    result = mapped("payment.failed", specs)
     assert result.resource == {"service.name": "billing", "service.instance.id": "vm-1"}
-    assert result.record == log(
+    expected = log(
         time_ns=1743638400_000000000,
         trace_id=int(TRACE, 16),
         span_id=int(SPAN, 16),
         severity_number=9,
-        event_name="my_app::payments",
+        event_name="payment.failed",
         body=12,
         attributes={"code": 7},
+    )
+    assert result.record == expected
+    specs[-1].children[-1].value = "Log"
+    specs[-1].value[-1] = "Log"
+    assert mapped("Log", specs).record == expected._replace(event_name=None)
+
+
+def test_the_oldest_rust_log_named_after_its_scope() -> None:
+    """Before 54e526c2: ``__csver__`` 0x401 u16 hex, the event named after the scope,
+    PartA only ``time``, ``_typeName`` ``Logs``, the EventHeader level as
+    ``severityNumber`` and the severity text with a signed-int format (4 bytes of it
+    decode as an integer: dropped, counted)."""
+    specs = [
+        num("__csver__", E.VALUE16, 0x401, F.HEX_INT),
+        struct("PartA", s8("time", "2025-02-01T12:00:00.5+00:00")),
+        struct("PartC", s8("user", "ann")),
+        struct(
+            "PartB",
+            s8("_typeName", "Logs"),
+            s8("body", "hello"),
+            num("severityNumber", E.VALUE8, 4, F.SIGNED_INT),
+            Spec("severityText", E.STRING_LENGTH16_CHAR8, F.SIGNED_INT, value=b"INFO"),
+        ),
+    ]
+    result = mapped("my_app", specs)
+    assert result.dropped == (cs.DROP_SEVERITY_TEXT,)
+    assert result.record == log(
+        time_ns=1738411200_500000000,
+        severity_number=4,  # the EventHeader level, not recoverable as a severity
+        event_name="my_app",
+        body="hello",
+        attributes={"user": "ann"},
+        dropped_attributes=1,
     )
 
 
@@ -585,7 +619,6 @@ def span_with(part_a: list[Spec] | None = None, part_b: list[Spec] | None = None
             cs.SEVERITY_NUMBER,
         ),
         ([CSVER, struct("PartB", num("severityNumber", E.VALUE8, 25))], cs.SEVERITY_NUMBER),
-        ([CSVER, struct("PartB", num("severityText", E.VALUE8, 1))], cs.SEVERITY_TEXT),
         ([CSVER, struct("PartB", num("name", E.VALUE8, 1))], cs.NAME),
         ([CSVER, struct("PartA", num("ext_cloud_role", E.VALUE8, 1))], cs.EXTENSION),
         ([CSVER, struct("PartA", s8("time", "2025-07-11T10:00:01.Z"))], cs.TIME),
@@ -704,3 +737,79 @@ def test_random_field_sets_map_or_give_a_reason(fields: list[Spec], with_csver: 
     assert len(record.attributes) <= cs.MAX_ATTRIBUTES
     assert all(_ok_value(v) for v in record.attributes.values())
     assert all(_ok_value(v) for v in result.resource.values())
+
+
+def _layouts() -> list[list[Spec]]:
+    """A Rust span and a .NET log whose every field a test may replace."""
+    rust_span = [
+        num("__csver__", E.VALUE32, 1024, F.UNSIGNED_INT),
+        rust_span_part_a(),
+        struct(
+            "PartB",
+            *GOOD_B,
+            num("success", E.VALUE8, False, F.BOOLEAN),
+            num("kind", E.VALUE32, 2),
+            s8("parentId", PARENT),
+            s8("links", f'[{{"toTraceId":"{TRACE}","toSpanId":"{SPAN}"}}]'),
+            s8("statusMessage", "down"),
+        ),
+        struct("PartC", s8("user", "ann")),
+    ]
+    dotnet_log = [
+        num("__csver__", E.VALUE16, 0x400, F.HEX_INT),
+        struct("PartA", s16("time", "2025-01-02T03:04:05Z"), s16("ext_dt_traceId", TRACE)),
+        struct(
+            "PartB",
+            s16("_typeName", "Log"),
+            s16("severityText", "Warning"),
+            num("severityNumber", E.VALUE8, 13),
+            s16("name", "Orders"),
+        ),
+        struct("PartC", s8("env_properties", '{"a":1}')),
+    ]
+    return [rust_span, dotnet_log]
+
+
+def _leaves(specs: list[Spec]) -> list[tuple[list[Spec], int]]:
+    """(siblings, index) of every field, structs' members included."""
+    found = []
+    for index, spec in enumerate(specs):
+        found.append((specs, index))
+        if spec.encoding == E.STRUCT and not spec.array:
+            found += _leaves(spec.children)
+    return found
+
+
+def _sync(specs: list[Spec]) -> None:
+    """Structs' values from their members' (after a member was replaced)."""
+    for spec in specs:
+        if spec.encoding == E.STRUCT and not spec.array:
+            _sync(spec.children)
+            spec.value = [child.value for child in spec.children]
+
+
+def test_the_layouts_the_next_test_damages_map_as_they_are() -> None:
+    span_layout, log_layout = _layouts()
+    assert isinstance(mapped("Span", span_layout).record, CheckedSpan)
+    result = mapped("Log", log_layout)
+    assert (result.record.event_name, result.record.attributes) == ("Orders", {"a": 1})
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.integers(0, 1), st.integers(0, 100), FIELDS)
+def test_any_one_field_of_a_real_layout_replaced_maps_or_gives_a_reason(
+    layout: int, which: int, replacement: Spec
+) -> None:
+    specs = _layouts()[layout]
+    leaves = _leaves(specs)
+    siblings, index = leaves[which % len(leaves)]
+    replacement.name = siblings[index].name  # the same name, any type or shape
+    siblings[index] = replacement
+    _sync(specs)
+    try:
+        result = mapped("Ev", specs)
+    except InvalidRecord as error:
+        assert error.reason in cs.REASONS
+        return
+    assert set(result.dropped) <= cs.DROP_REASONS
+    assert all(_ok_value(v) for v in result.record.attributes.values())
