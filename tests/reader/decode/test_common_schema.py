@@ -10,6 +10,7 @@ reason of the fixed vocabulary, never an exception."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -813,3 +814,10 @@ def test_any_one_field_of_a_real_layout_replaced_maps_or_gives_a_reason(
         return
     assert set(result.dropped) <= cs.DROP_REASONS
     assert all(_ok_value(v) for v in result.record.attributes.values())
+
+
+def test_the_document_lists_every_reason() -> None:
+    doc = Path(__file__).resolve().parents[3] / "docs" / "common-schema.md"
+    section = doc.read_text(encoding="utf-8").split("## Reasons")[1].split("\n## ")[0]
+    listed = {line[3:-1] for line in section.splitlines() if line.startswith("- `")}
+    assert listed == cs.REASONS | cs.DROP_REASONS
