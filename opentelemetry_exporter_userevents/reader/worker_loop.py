@@ -38,9 +38,9 @@ from opentelemetry_exporter_userevents.record.tracepoints import LOG_KIND, SPAN_
 
 Decoded = TraceRecord | EncodedRecord | RejectedRecord
 """A record as a worker sends it back (what :meth:`.Rebuilder.add` takes)."""
-Stats = tuple[int, int, int, int, int]
+Stats = tuple[int, int, int, int, int, int]
 """A chunk's :class:`.DecoderStats`: records, pages, corrupt pages, undecodable records,
-pages after lost events."""
+pages after lost events, records of other prefixes."""
 
 
 def check_and_encode(records: Iterable[TraceRecord], checker: RecordChecker) -> list[Decoded]:
@@ -92,14 +92,16 @@ def decode_chunk(
     for page in pages:
         decoder.decode_page(page, records)
     counts = (stats.records, stats.pages, stats.corrupt_pages, stats.undecodable,
-              stats.pages_with_missed_events)  # fmt: skip
+              stats.pages_with_missed_events, stats.other_prefixes)  # fmt: skip
     return check_and_encode(records, checker), counts
 
 
 def add_formats(decoder: RecordDecoder, texts: Iterable[str]) -> None:
     for text in texts:
         try:
-            decoder.add(parse_format(text))
+            fmt = parse_format(text)
+            if not decoder.skip_other_prefix(fmt):
+                decoder.add(fmt)
         except ValueError:
             continue  # the main process refused it too
 

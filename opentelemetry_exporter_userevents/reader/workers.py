@@ -316,6 +316,7 @@ class WorkerPool:
         total.corrupt_pages += stats[2]
         total.undecodable += stats[3]
         total.pages_with_missed_events += stats[4]
+        total.other_prefixes += stats[5]
 
     def _how(self, number: int) -> str:
         process = self._processes[number]

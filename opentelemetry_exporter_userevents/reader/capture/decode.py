@@ -80,6 +80,8 @@ class DecodedCapture:
     perf.data's skipped records are added once :attr:`records` is exhausted."""
     formats: list[str] = field(default_factory=list)
     """The format texts of :attr:`tracepoints` (for decoding workers)."""
+    other_formats: list[str] = field(default_factory=list)
+    """Those of our tracepoints with prefixes not read (workers count their records)."""
     cpu_pages: Callable[[], list[Iterator[memoryview]]] | None = None
     """A trace.dat's pages, a stream per CPU in the order :attr:`records` merges them
     (for decoding workers: :mod:`..workers`; either this or :attr:`records` is read);
@@ -160,6 +162,9 @@ def _decoder(tracing: TracingData, prefixes: Sequence[str], kind: str) -> Decode
             fmt = parse_format(text)
         except ValueError:
             continue  # not a format file we need (ftrace's own have other shapes)
+        if decoded.decoder.skip_other_prefix(fmt):
+            decoded.other_formats.append(text)
+            continue
         if decoded.decoder.kind_of(fmt.name) is None:
             continue
         try:

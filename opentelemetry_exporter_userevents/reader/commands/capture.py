@@ -203,7 +203,7 @@ def _decode_with_workers(
     died is a :class:`.WorkerError` once every record is handed on (its chunks were
     decoded here)."""
     assert decoded.cpu_pages is not None
-    pool.add_formats(decoded.formats)
+    pool.add_formats(decoded.formats + decoded.other_formats)
     streams = decoded.cpu_pages()
     ahead = max(1, 2 * pool.count // max(1, len(streams)))
     merged = heapq.merge(*(cpu_records(pool, s, ahead) for s in streams), key=_TIMESTAMP)
@@ -215,5 +215,6 @@ def _decode_with_workers(
 
 
 def _add_stats(stats: DecoderStats, pool: WorkerPool) -> None:
-    for name in ("records", "pages", "corrupt_pages", "undecodable", "pages_with_missed_events"):
+    for name in ("records", "pages", "corrupt_pages", "undecodable", "pages_with_missed_events",
+                 "other_prefixes"):  # fmt: skip
         setattr(stats, name, getattr(stats, name) + getattr(pool.stats, name))

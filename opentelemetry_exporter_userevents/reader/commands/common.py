@@ -141,6 +141,7 @@ def rebuilt_parts(rebuilder: Rebuilder, decoded: DecoderStats, output: Output) -
         ("without resource", rebuilt.without_resource),
         ("truncated by the writer", rebuilt.truncated),
         ("undecodable", decoded.undecodable),
+        ("records of other prefixes skipped (see --prefix)", decoded.other_prefixes),
         ("corrupt pages", decoded.corrupt_pages),
         ("waiting for a resource", rebuilder.pending),
         ("released early: too many waiting for a resource", rebuilt.pending_evicted),

@@ -197,7 +197,7 @@ class _Parallel:
         self._read_kernel(records)
         stats, pool_stats = self.reader.decoder.stats, self.pool.stats
         for name in ("records", "pages", "corrupt_pages", "undecodable",
-                     "pages_with_missed_events"):  # fmt: skip
+                     "pages_with_missed_events", "other_prefixes"):  # fmt: skip
             setattr(stats, name, getattr(stats, name) + getattr(pool_stats, name))
             setattr(pool_stats, name, 0)
         output.write(self.rebuilder.add(records))

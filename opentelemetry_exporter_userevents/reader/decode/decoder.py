@@ -47,6 +47,8 @@ class DecoderStats:
     """Pages that did not decode, skipped with their records."""
     undecodable: int = 0
     """Records of an unknown event id, or whose fields did not decode, skipped."""
+    other_prefixes: int = 0
+    """Records of our tracepoints with a prefix not read (``decode --prefix``), skipped."""
     pages_with_missed_events: int = 0
     """Pages the kernel marked: events were lost before them."""
 
@@ -70,6 +72,7 @@ class RecordDecoder:
         self.prefixes = (prefix,) if isinstance(prefix, str) else tuple(prefix)
         self.every_prefix = ANY_PREFIX in self.prefixes
         self._by_id: dict[int, _Tracepoint] = {}
+        self._other_prefixes: set[int] = set()
 
     def kind_of(self, tracepoint: str) -> tuple[str, Schema] | None:
         """(kind, schema) if ``tracepoint`` has one of our names with a prefix this decoder
@@ -89,6 +92,14 @@ class RecordDecoder:
         self._by_id[fmt.id] = _Tracepoint(fmt.name, kind, schema.unpacker(fmt))
         return kind
 
+    def skip_other_prefix(self, fmt: EventFormat) -> bool:
+        """If ``fmt`` is one of our tracepoints with a prefix this decoder does not read,
+        count its records as :attr:`DecoderStats.other_prefixes` (not undecodable)."""
+        if self.kind_of(fmt.name) is not None or parse_tracepoint(fmt.name) is None:
+            return False
+        self._other_prefixes.add(fmt.id)
+        return True
+
     def decode_page(self, raw: bytes | bytearray | memoryview, out: list[TraceRecord]) -> None:
         """Append the records of one page to ``out``; count what cannot be decoded."""
         stats = self.stats
@@ -106,9 +117,13 @@ class RecordDecoder:
             if len(record) < 8:
                 stats.undecodable += 1
                 continue
-            tracepoint = by_id.get(record[0] | (record[1] << 8))  # common_type, u16 at 0
+            event_id = record[0] | (record[1] << 8)  # common_type, u16 at 0
+            tracepoint = by_id.get(event_id)
             if tracepoint is None:
-                stats.undecodable += 1
+                if event_id in self._other_prefixes:
+                    stats.other_prefixes += 1
+                else:
+                    stats.undecodable += 1
                 continue
             try:
                 values = tracepoint.unpacker.unpack(record)
@@ -125,9 +140,13 @@ class RecordDecoder:
         """Append one record taken outside a page (a perf sample's raw data); False, and
         counted, if it is not one of ours or does not decode."""
         stats = self.stats
-        tracepoint = self._by_id.get(record[0] | (record[1] << 8)) if len(record) >= 8 else None
+        event_id = record[0] | (record[1] << 8) if len(record) >= 8 else -1
+        tracepoint = self._by_id.get(event_id)
         if tracepoint is None:
-            stats.undecodable += 1
+            if event_id in self._other_prefixes:
+                stats.other_prefixes += 1
+            else:
+                stats.undecodable += 1
             return False
         try:
             values = tracepoint.unpacker.unpack(record)
