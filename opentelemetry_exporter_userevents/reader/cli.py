@@ -15,21 +15,39 @@ by name and status and logs by severity (:mod:`.hist_collector`), reading no rec
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Sequence
+from importlib.metadata import entry_points
 
 from opentelemetry_exporter_userevents.abi.tracefs import TracefsError
 from opentelemetry_exporter_userevents.environment_variables import (
     OTEL_EXPORTER_USER_EVENTS_PREFIX,
 )
 from opentelemetry_exporter_userevents.reader.commands.capture import decode
+from opentelemetry_exporter_userevents.reader.commands.common import UsageError
 from opentelemetry_exporter_userevents.reader.commands.hist import hist
 from opentelemetry_exporter_userevents.reader.commands.record import record
 from opentelemetry_exporter_userevents.reader.commands.status import status
 from opentelemetry_exporter_userevents.reader.private_file import open_private
 from opentelemetry_exporter_userevents.reader.terminal_text import escape_logging, printable
 from opentelemetry_exporter_userevents.reader.workers import MAX_DEFAULT_WORKERS, default_workers
+from opentelemetry_exporter_userevents.record.tracepoints import (
+    ANY_PREFIX,
+    MAX_PREFIX_LENGTH,
+    is_prefix,
+)
+from opentelemetry_exporter_userevents.version import __version__
+
+EXIT_CODES = """\
+exit codes:
+  0    done (record and hist also when stopped by --duration, Ctrl-C, SIGTERM or SIGHUP)
+  1    runtime error (no tracefs, no rights, an output that cannot be opened, a bad file)
+  2    usage error (a bad option or value, a --filter no tracepoint takes)
+  130  interrupted (a second Ctrl-C, or Ctrl-C while status or decode runs)"""
+
+PREFIX_RULE = f"letters, digits and '_', not a digit first, at most {MAX_PREFIX_LENGTH} characters"
 
 
 def _positive(text: str) -> int:
@@ -46,14 +64,40 @@ def _seconds(text: str) -> float:
     return number
 
 
+def _duration(text: str) -> float:
+    number = float(text)
+    if not number > 0 or math.isinf(number):
+        raise argparse.ArgumentTypeError("seconds, more than 0")
+    return number
+
+
+def _prefix(text: str) -> str:
+    if text == ANY_PREFIX or is_prefix(text):
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r}: a prefix is {PREFIX_RULE} (or '*')")
+
+
+def _exporters() -> list[str]:
+    """The installed OpenTelemetry exporters' entry-point names, except ours (the reader
+    would read its own output)."""
+    names: set[str] = set()
+    for signal in ("traces", "logs", "metrics"):
+        names |= {e.name for e in entry_points(group=f"opentelemetry_{signal}_exporter")}
+    return sorted(names - {"user_events"})
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="otel-userevents",
         description="Read OpenTelemetry spans and logs written as Linux user_events.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     top.add_argument("--tracefs", help="tracefs mount point (default: found in /proc/mounts)")
     top.add_argument(
         "--prefix",
+        type=_prefix,
         default=os.environ.get(OTEL_EXPORTER_USER_EVENTS_PREFIX),
         help="tracepoint name prefix the exporters use (default: $OTEL_EXPORTER_USER_EVENTS_PREFIX"
         " or otel; status: every prefix)",
@@ -69,24 +113,34 @@ def parser() -> argparse.ArgumentParser:
             "--prefix",
             dest="prefixes",
             action="append",
+            type=_prefix,
             help="a service's tracepoint prefix; give it once per service, or '*' for every "
-            "prefix whose tracepoints match our schemas (those appear within a rescan)",
+            "prefix whose tracepoints match our schemas (those appear within a rescan) "
+            "(default: the --prefix before the command; status: every prefix)",
         )
-    rec.add_argument("--duration", type=float, help="seconds to record (default: until Ctrl-C)")
+    rec.add_argument("--duration", type=_duration, help="seconds to record (default: until Ctrl-C)")
     rec.add_argument(
         "--filter",
         help="kernel event filter for span and log tracepoints, e.g. 'status_code == 2' or "
-        "'duration_ns > 1000000'; tracepoints without those fields are not recorded",
+        "'duration_ns > 1000000'; tracepoints without those fields are not recorded, and "
+        "a filter no tracepoint takes is an error (default: none)",
     )
     rec.add_argument(
         "--capture",
         metavar="FILE",
         help="keep the raw pages and format files in FILE (trace.dat v6, which trace-cmd "
-        "report reads too) instead of decoding; rebuild later with 'decode FILE'",
+        "report reads too) instead of decoding; rebuild later with 'decode FILE' "
+        "(default: decode as it reads)",
     )
-    rec.add_argument("--buffer-size-kb", type=int, help="per-CPU ring buffer size (KiB)")
     rec.add_argument(
-        "--progress", action="store_true", help="a progress line every 2 s (always on a terminal)"
+        "--buffer-size-kb",
+        type=int,
+        help="per-CPU ring buffer size (KiB) (default: the kernel's)",
+    )
+    rec.add_argument(
+        "--progress",
+        action="store_true",
+        help="a progress line every 2 s (default: only on a terminal)",
     )
     rec.add_argument(
         "--no-resource-detection",
@@ -121,13 +175,26 @@ def parser() -> argparse.ArgumentParser:
     )
     dec.add_argument("file", help="trace.dat (trace-cmd, versions 6 and 7) or perf.data")
     dec.add_argument(
-        "--prefix", dest="prefixes", action="append", help="only these prefixes (default: all)"
+        "--prefix",
+        dest="prefixes",
+        action="append",
+        type=_prefix,
+        help="only these prefixes (default: all)",
     )
+    exporters = ", ".join(_exporters()) or "none"
     for sub in (rec, dec):
-        sub.add_argument("--output", "-o", help="write here instead of stdout")
-        sub.add_argument("--format", choices=("otlp-json", "tree"), default="otlp-json")
+        sub.add_argument("--output", "-o", help="write here (default: stdout)")
         sub.add_argument(
-            "--exporter", help="re-export through this OpenTelemetry exporter, e.g. otlp, console"
+            "--format",
+            choices=("otlp-json", "tree"),
+            default="otlp-json",
+            help="otlp-json: OTLP/JSON lines, an export request a line; tree: spans as "
+            "trace trees and logs as lines, to read (default: %(default)s)",
+        )
+        sub.add_argument(
+            "--exporter",
+            help="re-export through this installed OpenTelemetry exporter (an entry-point "
+            f"name; installed: {exporters}) instead of --format (default: none)",
         )
         sub.add_argument(
             "--workers",
@@ -153,7 +220,7 @@ def parser() -> argparse.ArgumentParser:
     rec.add_argument("--rescan-interval", type=float, default=0.5, help=argparse.SUPPRESS)
     rec.add_argument("--resource-wait", type=float, default=11.0, help=argparse.SUPPRESS)
     rec.add_argument("--ready-file", help=argparse.SUPPRESS)
-    hst.add_argument("--duration", type=float, help="seconds to count (default: until Ctrl-C)")
+    hst.add_argument("--duration", type=_duration, help="seconds to count (default: until Ctrl-C)")
     hst.add_argument("--rescan-interval", type=float, default=0.5, help=argparse.SUPPRESS)
     hst.add_argument("--ready-file", help=argparse.SUPPRESS)
     return top
@@ -172,9 +239,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             with open_private(args.output) as out:
                 return command(args, out, sys.stderr)
         return command(args, sys.stdout, sys.stderr)
+    except UsageError as error:
+        sys.stderr.write(f"otel-userevents: {printable(str(error))}\n")
+        return 2
     except (TracefsError, ValueError, ImportError, OSError) as error:
         sys.stderr.write(f"otel-userevents: {printable(str(error))}\n")  # may quote a file
-        return 2
+        return 1
+    except KeyboardInterrupt:
+        sys.stderr.write("otel-userevents: interrupted\n")
+        return 130
 
 
 if __name__ == "__main__":

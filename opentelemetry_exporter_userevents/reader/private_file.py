@@ -34,6 +34,19 @@ class PrivateFileError(OSError):
         return f"{self.filename}: {self.strerror}"
 
 
+def _why_not_a_link(path: str) -> str:
+    target = os.readlink(path)
+    if target.startswith(("/proc/self/fd/", "/dev/fd/")) or path.startswith(
+        ("/dev/fd/", "/proc/self/fd/")
+    ):
+        # /dev/stdout, /dev/stderr: an open descriptor, not a file to create
+        return (
+            "is a symbolic link to an open descriptor: not writing through it (for "
+            "standard output, give no output file: it is the default)"
+        )
+    return "is a symbolic link: not writing through it (remove it or choose another path)"
+
+
 def create_private(path: str, read: bool = False) -> int:
     """A descriptor of ``path``, created 0600 (or truncated and made 0600), write-only, or
     read-write with ``read``; close-on-exec. Raises :class:`PrivateFileError` for a
@@ -43,11 +56,7 @@ def create_private(path: str, read: bool = False) -> int:
         fd = os.open(path, flags, PRIVATE_MODE)
     except OSError as error:
         if error.errno == errno.ELOOP and os.path.islink(path):
-            raise PrivateFileError(
-                errno.ELOOP,
-                path,
-                "is a symbolic link: not writing through it (remove it or choose another path)",
-            ) from None
+            raise PrivateFileError(errno.ELOOP, path, _why_not_a_link(path)) from None
         raise
     try:
         info = os.fstat(fd)

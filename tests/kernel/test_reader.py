@@ -452,7 +452,7 @@ def test_cli_without_rights_exits_with_a_clear_error(tracefs, prefix):
 
     code, err = in_child(as_nobody)
 
-    assert code == 2
+    assert code == 1
     assert err.startswith("otel-userevents: permission denied") and "root" in err
 
 

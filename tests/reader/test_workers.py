@@ -309,7 +309,7 @@ def test_record_with_workers_writes_what_it_writes_in_process(monkeypatch):
         out, err = io.StringIO(), io.StringIO()
         assert record_command.record(args, out, err) == 0
         lines = [json.loads(line) for line in out.getvalue().splitlines()]
-        summary = re.sub(r"in [0-9.]+ s \([0-9]+/s\)", "", err.getvalue())
+        summary = re.sub(r"in [0-9.]+ s \([0-9.,]+/s\)", "", err.getvalue())
         results.append((_items(lines, "spans"), _items(lines, "logs"), summary))
     assert results[0] == results[1]
     assert "without resource" not in results[0][2]
@@ -367,7 +367,7 @@ def test_a_stop_while_workers_start_loses_no_page(tmp_path, monkeypatch):
                            cwd=ROOT)  # fmt: skip
     assert child.returncode == 0, child.stderr
     lines = [json.loads(line) for line in child.stdout.splitlines()]
-    summary = re.sub(r"in [0-9.]+ s \([0-9]+/s\)", "", child.stderr)
+    summary = re.sub(r"in [0-9.]+ s \([0-9.,]+/s\)", "", child.stderr)
     assert "stopped (interrupted)" in summary and "lost 0" in summary
 
     args = cli.parser().parse_args(["record", "--duration", "0.3", "--no-resource-detection",
@@ -380,5 +380,5 @@ def test_a_stop_while_workers_start_loses_no_page(tmp_path, monkeypatch):
     one = [json.loads(line) for line in out.getvalue().splitlines()]
     assert _items(lines, "spans") == _items(one, "spans") != Counter()
     assert _items(lines, "logs") == _items(one, "logs") != Counter()
-    counts = re.sub(r"in [0-9.]+ s \([0-9]+/s\)", "", err.getvalue())
+    counts = re.sub(r"in [0-9.]+ s \([0-9.,]+/s\)", "", err.getvalue())
     assert summary.split(": ", 2)[2] == counts.split(": ", 2)[2]  # after "stopped (...)"

@@ -34,6 +34,19 @@ POLL_INTERVAL = 0.2
 PROGRESS_INTERVAL = 2.0
 
 
+class UsageError(ValueError):
+    """An option the command cannot run with, found only once it runs (a ``--filter`` no
+    tracepoint takes): the command line exits 2, as for argparse's usage errors."""
+
+
+def rate(count: int, seconds: float) -> str:
+    """``count`` per second, as precise as it is useful: ``0.4/s``, ``12/s``, ``45,677/s``."""
+    per_second = count / seconds if seconds > 0 else 0.0
+    if 0 < per_second < 9.95:
+        return f"{per_second:.1f}/s"
+    return f"{per_second:,.0f}/s"
+
+
 class StopSignals:
     """Ctrl-C, SIGTERM and SIGHUP while a command reads, noted and acted on between two steps.
 

@@ -17,9 +17,11 @@ from typing import TextIO
 from opentelemetry_exporter_userevents.reader.commands.capture import capture
 from opentelemetry_exporter_userevents.reader.commands.common import (
     PROGRESS_INTERVAL,
+    UsageError,
     discovery_parts,
     output_of,
     prefixes_of,
+    rate,
     rebuilt_parts,
     run_until_stopped,
     stop_signals,
@@ -42,6 +44,7 @@ from opentelemetry_exporter_userevents.reader.views.kernel_view import (
 from opentelemetry_exporter_userevents.reader.views.process_view import ProcessViews, live_views
 from opentelemetry_exporter_userevents.reader.worker_loop import Decoded
 from opentelemetry_exporter_userevents.reader.workers import WorkerError, WorkerPool, chunks
+from opentelemetry_exporter_userevents.record.tracepoints import RESOURCE_KIND
 
 BUSY_PAGES = 64
 """A read of at least this many pages starts the workers (``--workers`` above 1): a reader
@@ -57,7 +60,7 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     )
     if args.capture:
         if args.kernel:
-            raise ValueError("--kernel cannot be used with --capture")
+            raise UsageError("--kernel cannot be used with --capture")
         return capture(args, reader, tracefs, err)
     groups = parse_groups(args.kernel) if args.kernel else None
     workers = workers_of(args)
@@ -89,7 +92,9 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 kernel.events.start()
                 reader.on_announced = parallel.watch_announced
                 err.write(f"otel-userevents: {kernel_clock_line(kernel.events)}\n")
-            for name, reason in {**reader.filter_rejected, **reader.incompatible}.items():
+            for line in filter_report(reader):
+                err.write(f"otel-userevents: {printable(line)}\n")
+            for name, reason in reader.incompatible.items():
                 err.write(f"otel-userevents: not recording {printable(f'{name}: {reason}')}\n")
             if reader.announcement_error:
                 err.write(f"otel-userevents: {printable(reader.announcement_error)}\n")
@@ -232,13 +237,12 @@ def _summary(
 ) -> str:
     elapsed = time.monotonic() - started
     decoded = reader.decoder.stats
-    rate = decoded.records / elapsed if elapsed > 0 else 0.0
     lost = f"lost {reader.lost}"
     if reader.first_loss is not None and reader.last_loss is not None:
         first, last = reader.first_loss - started, reader.last_loss - started
         lost += f" (behind its writers, seen from {first:.1f} s to {last:.1f} s)"
     parts = [
-        f"{decoded.records} records in {elapsed:.1f} s ({rate:.0f}/s)",
+        f"{decoded.records} records in {elapsed:.1f} s ({rate(decoded.records, elapsed)})",
         lost,
         *rebuilt_parts(rebuilder, decoded, output),
         *output.parts(),
@@ -248,3 +252,43 @@ def _summary(
         parts += kernel_parts(rebuilder.span_enricher)
     head = "otel-userevents: " + ("stopped (" + stop + "): " if stop else "")
     return head + ", ".join(parts)
+
+
+SHOWN_TRACEPOINTS = 4
+
+
+def filter_report(reader: TraceReader) -> list[str]:
+    """The tracepoints the kernel would not take ``--filter`` for: a line per reason the
+    kernel gave, with their names (or, for many, their count by kind). Raises
+    :class:`.UsageError` if it took the filter for none of them (nothing would be
+    recorded but resources)."""
+    if not reader.filter_rejected:
+        return []
+    by_reason: dict[str, list[str]] = {}
+    for name, message in reader.filter_rejected.items():
+        _, found, reason = message.partition(f" for {name}: ")
+        by_reason.setdefault(reason if found else message, []).append(name)
+    lines = []
+    for reason, names in by_reason.items():
+        said = f" ({reason})" if reason else ""
+        lines.append(
+            f"the kernel rejected --filter {reader.filter!r}{said} for "
+            f"{_tracepoints(reader, names)}: not recording them"
+        )
+    taken = [kind for kind in reader.tracepoints.values() if kind != RESOURCE_KIND]
+    if not taken:
+        raise UsageError(f"--filter {reader.filter!r} fits no tracepoint: " + "; ".join(lines))
+    return lines
+
+
+def _tracepoints(reader: TraceReader, names: list[str]) -> str:
+    if len(names) <= SHOWN_TRACEPOINTS:
+        return ", ".join(sorted(names))
+    kinds: dict[str, int] = {}
+    for name in names:
+        known = reader.decoder.kind_of(name)
+        kind = known[0] if known is not None else "other"
+        kind = "metric" if kind.startswith("metric") else kind
+        kinds[kind] = kinds.get(kind, 0) + 1
+    counted = ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
+    return f"{len(names)} tracepoints ({counted})"

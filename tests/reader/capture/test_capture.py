@@ -186,13 +186,13 @@ def test_cli_decode_refuses_what_it_cannot_read_with_a_reason(tmp_path, capsys):
     for name, content in cases.items():
         path = tmp_path / name
         path.write_bytes(content)
-        assert cli.main(["decode", str(path)]) == 2, name
+        assert cli.main(["decode", str(path)]) == 1, name
     err = capsys.readouterr().err
     assert "is empty" in err and "not a trace.dat (trace-cmd) or perf.data file" in err
     assert "version 8 is not supported (6 and 7 are)" in err
     assert "compressed with 'lz4', which is not supported" in err
     assert "big-endian" in err and "written to a pipe" in err
-    assert cli.main(["decode", str(tmp_path / "missing")]) == 2
+    assert cli.main(["decode", str(tmp_path / "missing")]) == 1
 
 
 def test_perf_data_samples_decode_by_their_raw_records():

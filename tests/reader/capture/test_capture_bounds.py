@@ -168,7 +168,7 @@ def test_decode_of_a_damaged_compressed_capture_exits_cleanly(damage):
         err = io.StringIO()
         with contextlib.redirect_stderr(err):
             code = cli.main(["decode", path, "-o", os.path.join(directory, "out.json")])
-    assert code in (0, 2), err.getvalue()
+    assert code in (0, 1), err.getvalue()
     assert "Traceback" not in err.getvalue()
     assert code == 0 or "otel-userevents: " in err.getvalue()
 
@@ -181,7 +181,7 @@ def test_decode_writes_what_came_before_a_chunk_that_does_not_inflate(tmp_path, 
     path.write_bytes(data)
     out = tmp_path / "out.json"
 
-    assert cli.main(["decode", str(path), "-o", str(out)]) == 2
+    assert cli.main(["decode", str(path), "-o", str(out)]) == 1
     err = capsys.readouterr().err
     assert "inflates beyond the 4096 bytes it declares" in err
     assert "records of 3 tracepoints" in err  # the summary of what was read came first

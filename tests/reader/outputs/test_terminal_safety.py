@@ -200,7 +200,7 @@ def test_cli_errors_quoting_a_file_are_escaped(monkeypatch, capsys):
         raise ValueError(f"bad format file: {EVIL}")
 
     monkeypatch.setattr(cli, "status", fail)
-    assert cli.main(["status"]) == 2
+    assert cli.main(["status"]) == 1
     err = capsys.readouterr().err
     assert_safe(err, lines=1)
     assert err.startswith("otel-userevents: bad format file: a\\x1b]0;pwned")
