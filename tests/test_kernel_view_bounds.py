@@ -33,6 +33,7 @@ from opentelemetry_exporter_userevents.reader.views.kernel_processes import (
     start_time,
 )
 from opentelemetry_exporter_userevents.reader.views.kernel_timeline import (
+    EXIT_GRACE_NS,
     EXIT_GRACE_READS,
     KernelTimeline,
 )
@@ -233,24 +234,31 @@ def test_a_new_thread_past_the_bound_costs_constant_work_not_a_scan():
     assert timeline.stats.threads_forgotten == 2_000 and len(threads) == 4096
 
 
-def test_exited_threads_are_forgotten_a_few_reads_after_their_exit():
+def test_exited_threads_are_forgotten_after_their_grace_and_before_any_live_one():
     events = _events()
-    events.timeline.watch(100, 0, APP)
-    for tid in range(1_000, 21_000):  # a thread per request, each exits; 1,000 per read
-        if tid % 1_000 == 0:
-            events.timeline.next_read()
+    timeline = events.timeline
+    timeline.watch(100, 0, APP)
+    timeline.watch(101, 0, APP)  # a live thread that does nothing the kernel reports
+    for tid in range(1_000, 21_000):  # a thread per request, each exits; 1,000 per s
+        if tid % 1_000 == 0:  # a read a second
+            timeline.next_read(tid * MS)
         events.feed([
             (tid * MS, _record("sched/sched_process_fork", parent_pid=100, child_pid=tid)),
             (tid * MS + 1, _record("sched/sched_process_exit", pid=tid)),
         ])  # fmt: skip
-    assert events.timeline.watched(20_999)  # its spans' records may still come
-    for _ in range(EXIT_GRACE_READS):
-        events.timeline.next_read()
-    assert not any(events.timeline.watched(tid) for tid in range(1_000, 21_000))
-    assert events.timeline.watched(100)
-    assert events.timeline.stats.threads_exited == 20_000
-    assert events.timeline.stats.threads_forgotten == 0  # none pushed out by the bound
-    assert len(events.timeline._threads) == 1
+    # 15 s of exits are more than the bound: the exited ones made room, not the live ones.
+    assert timeline.watched(100) and timeline.watched(101)
+    assert timeline.watched(20_999)  # its spans' records may still come
+    for _ in range(EXIT_GRACE_READS - 1):
+        timeline.next_read(10**15)
+    assert timeline.watched(20_999)  # read twice since (15 s passed): not yet
+    timeline.next_read(20_999 * MS + EXIT_GRACE_NS)
+    assert timeline.watched(20_999)  # read thrice since, 15 s not passed: not yet
+    timeline.next_read(20_999 * MS + 1 + EXIT_GRACE_NS)
+    assert not any(timeline.watched(tid) for tid in range(1_000, 21_000))
+    assert timeline.watched(100) and timeline.watched(101)
+    assert timeline.stats.threads_exited + timeline.stats.threads_forgotten == 20_000
+    assert len(timeline._threads) == 2
 
 
 def _listing(monkeypatch, processes: dict[int, ProcessKey]) -> None:

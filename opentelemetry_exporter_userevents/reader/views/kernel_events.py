@@ -344,7 +344,7 @@ class KernelEvents:
     def read(self) -> int:
         """Read every event available now into the timeline; how many decoded."""
         self.reads += 1
-        self.timeline.next_read()
+        self.timeline.next_read(time.time_ns())
         return self.feed(self._read_records())
 
     def feed(self, records: list[tuple[int, memoryview]]) -> int:

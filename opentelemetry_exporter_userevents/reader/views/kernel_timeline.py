@@ -12,12 +12,13 @@ and who woke the thread. It reads no files (:mod:`.kernel_events` feeds it).
 Memory is bounded whatever the threads do: at most :data:`MAX_THREADS` threads (the one
 touched longest ago forgotten first, in constant time) and :data:`MAX_EVENTS` transitions
 and syscalls in all; past that every thread forgets its oldest half. A thread that exits
-(``sched_process_exit``) is forgotten :data:`EXIT_GRACE_READS` reads later, once the spans
-it wrote before it exited are in. A thread's ``watched_from`` is the time of its oldest
-event kept, or when it was first watched: an interval that starts before it is summed over
-what is known and called partial, and an event older than it (a former thread of the same
-tid) is dropped. Each thread knows its process (:class:`.ProcessKey`) once it is looked up:
-a thread of another process with the same tid is a new thread.
+(``sched_process_exit``) is forgotten :data:`EXIT_GRACE_READS` reads and
+:data:`EXIT_GRACE_NS` later, once the spans it wrote before it exited are in. A thread's
+``watched_from`` is the time of its oldest event kept, or when it was first watched: an
+interval that starts before it is summed over what is known and called partial, and an
+event older than it (a former thread of the same tid) is dropped. Each thread knows its
+process (:class:`.ProcessKey`) once it is looked up: a thread of another process with the
+same tid is a new thread.
 
 A span may claim any interval: a sum reads at most :data:`MAX_SCAN` events, or the budget
 it is given, and the rest of the interval is unknown.
@@ -49,8 +50,12 @@ MAX_SCAN = 4096
 """Events (transitions and syscalls, half each) of one thread summed for one interval at
 most: a few ms of the reader's CPU, whatever interval a span claims."""
 EXIT_GRACE_READS = 3
-"""Reads an exited thread is kept for: its last spans' records are read before the kernel
-events that say it exited, or at the next read (a span read later says ``none``)."""
+"""Reads an exited thread is kept for at least: its last spans' records are read before
+the kernel events that say it exited, or at the next read."""
+EXIT_GRACE_NS = 15_000_000_000
+"""And nanoseconds after its exit: longer than the rebuilder holds a span for its resource
+(11 s by default). A span enriched later says ``none``; past :data:`MAX_THREADS` an exited
+thread is the first forgotten."""
 _UNKNOWN = -1
 _WOKEN = 5
 """The code of a wake-up (the thread becomes RUNNABLE) in a thread's ``states``."""
@@ -144,8 +149,8 @@ class KernelTimeline:
         self._name_index: dict[str, int] = {}
         self._threads: OrderedDict[int, _Thread] = OrderedDict()
         """Least recently touched first."""
-        self._exits: OrderedDict[int, int] = OrderedDict()
-        """Exited threads -> the read that saw the exit, oldest first."""
+        self._exits: OrderedDict[int, tuple[int, int]] = OrderedDict()
+        """Exited threads -> (the read that saw the exit, its time), oldest first."""
         self._events = 0
         self._reads = 0
 
@@ -184,24 +189,25 @@ class KernelTimeline:
         self._new(child, time, None)
 
     def exit(self, time: int, tid: int) -> ProcessKey | None:
-        """A ``sched_process_exit``: ``tid`` is forgotten :data:`EXIT_GRACE_READS` reads
-        from now; its process, when known."""
+        """A ``sched_process_exit``: ``tid`` is forgotten :data:`EXIT_GRACE_READS` reads and
+        :data:`EXIT_GRACE_NS` from now; its process, when known."""
         thread = self._threads.get(tid)
         if thread is None or thread.exited_at is not None or time < thread.watched_from:
             return None
         thread.exited_at = time
-        self._exits[tid] = self._reads
+        self._exits[tid] = (self._reads, time)
         self._threads.move_to_end(tid, last=False)  # the first to go if room is needed
         return thread.process
 
-    def next_read(self) -> None:
-        """A read of the kernel's events begins: forget the threads that exited
-        :data:`EXIT_GRACE_READS` reads ago."""
+    def next_read(self, now: int) -> None:
+        """A read of the kernel's events begins (at ``now``, on the spans' clock): forget
+        the threads that exited :data:`EXIT_GRACE_READS` reads and :data:`EXIT_GRACE_NS`
+        ago."""
         self._reads += 1
         exits = self._exits
         while exits:
-            tid, read = next(iter(exits.items()))
-            if read > self._reads - EXIT_GRACE_READS:
+            tid, (read, when) = next(iter(exits.items()))
+            if read > self._reads - EXIT_GRACE_READS or when > now - EXIT_GRACE_NS:
                 break
             self._forget(tid)
             self.stats.threads_exited += 1
