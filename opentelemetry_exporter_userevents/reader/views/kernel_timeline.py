@@ -97,6 +97,8 @@ class ThreadSummary:
     the events the budget let it sum (``unknown`` says how much)."""
     scanned: int = 0
     """Events summed: what the sum cost."""
+    cut: bool = False
+    """The budget ended the sum before the interval's end."""
 
 
 class _Thread:
@@ -345,6 +347,7 @@ class KernelTimeline:
         half = max(min(MAX_SCAN if budget is None else budget, MAX_SCAN), 0) // 2
         times, enters = thread.times, thread.sys_enter
         last = end if thread.exited_at is None else max(min(end, thread.exited_at), start)
+        known = last
         first_state = bisect_right(times, start)
         if len(times) - first_state > half and times[first_state + half] < last:
             last = times[first_state + half]
@@ -354,6 +357,7 @@ class KernelTimeline:
         self._sum_states(thread, start, last, wait_threshold, result)
         self._sum_syscalls(thread, start, last, result)
         result.unknown += end - last
+        result.cut = last < known
         result.partial = start < thread.watched_from or result.unknown > 0
         result.scanned = (bisect_right(times, last) - first_state) + (
             bisect_right(enters, last) - first_call

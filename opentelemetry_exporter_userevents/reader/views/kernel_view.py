@@ -70,7 +70,7 @@ VIEW = "linux.kernel.view"
 MAX_PROCESS_READ_SCAN = 16_384
 """Kernel events summed for the spans of one writer process between two reads: a process
 that claims huge intervals spends its own share, not another's."""
-MAX_READ_SCAN = 131_072
+MAX_READ_SCAN = 65_536
 """Kernel events summed for all spans between two reads (the reader's CPU per read)."""
 _RECENT_SPANS = 64
 _OFF_CPU_NAMES = {
@@ -144,7 +144,7 @@ class KernelView:
             self._read_left = max(self._read_left - summary.scanned, 0)
             self.stats.scanned += summary.scanned
             self._process_left[payer] = max(budget - summary.scanned, 0)
-            self.stats.over_budget += summary.unknown > 0 and end > start
+            self.stats.over_budget += summary.cut
         added: dict[str, Any] = {"thread.id": tid}
         span_events = span.events
         dropped = span.dropped_events
