@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from opentelemetry_exporter_userevents.abi.format import parse_format
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
+from opentelemetry_exporter_userevents.abi.sched import SLEEPING
 from opentelemetry_exporter_userevents.reader.decode.checked_records import CheckedSpan
 from opentelemetry_exporter_userevents.reader.views import kernel_events as kernel_events_module
 from opentelemetry_exporter_userevents.reader.views import kernel_timeline as timeline_module
@@ -201,6 +202,20 @@ def test_a_thread_a_fork_event_watched_is_looked_up_once_before_a_span_may_name_
         span = view(_span(3 * MS, 4 * MS, span_id=n, **{"thread.id": 101}), 100)
         assert span.attributes["linux.sched.on_cpu_ns"] == MS
     assert lookups == [101] and view.stats.hints_refused == 0
+
+
+def test_a_busy_neighbour_filling_the_event_bound_leaves_a_quiet_threads_events():
+    timeline = KernelTimeline(max_events=10_000)
+    timeline.watch(100, 0, APP)
+    timeline.switch(MS, 1, 0x1, 100)  # the app's thread: on the CPU from 1 ms
+    timeline.switch(3 * MS, 100, 0x1, 1)  # asleep from 3 ms
+    timeline.watch(200, 0, NEIGHBOUR)
+    _busy(timeline, 200, 50_000)  # 100,000 events: ten times the bound
+    assert timeline.stats.trims >= 10
+    assert timeline._events <= 10_000
+    summary = timeline.summary(100, 2 * MS, 4 * MS, 0)
+    assert summary is not None and not summary.partial
+    assert (summary.on_cpu, summary.off_cpu) == (MS, {SLEEPING: MS})
 
 
 # --- threads and processes that come and go -----------------------------------------

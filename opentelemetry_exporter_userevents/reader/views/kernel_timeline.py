@@ -11,8 +11,8 @@ and who woke the thread. It reads no files (:mod:`.kernel_events` feeds it).
 
 Memory is bounded whatever the threads do: at most :data:`MAX_THREADS` threads (the one
 touched longest ago forgotten first, in constant time) and :data:`MAX_EVENTS` transitions
-and syscalls in all; past that every thread forgets its oldest half. A thread that exits
-(``sched_process_exit``) is forgotten :data:`EXIT_GRACE_READS` reads and
+and syscalls in all; past that the threads holding the most forget their oldest half. A
+thread that exits (``sched_process_exit``) is forgotten :data:`EXIT_GRACE_READS` reads and
 :data:`EXIT_GRACE_NS` later, once the spans it wrote before it exited are in. A thread's
 ``watched_from`` is the time of its oldest event kept, or when it was first watched: an
 interval that starts before it is summed over what is known and called partial, and an
@@ -306,20 +306,19 @@ class KernelTimeline:
             self._trim()
 
     def _trim(self) -> None:
-        """Every thread forgets its oldest half."""
+        """The threads holding the most (at least the average) forget their oldest half,
+        until all hold 3/4 of the bound at most: a thread with few events keeps them,
+        whatever a busy one does. A pass halves at least the largest (8 passes at most)."""
         self.stats.trims += 1
-        total = 0
-        for thread in self._threads.values():
-            half = len(thread.times) // 2
-            if half:
-                thread.watched_from = max(thread.watched_from, thread.times[half])
-                del thread.times[:half], thread.states[:half], thread.wakers[:half]
-            half = len(thread.sys_enter) // 2
-            if half:
-                thread.watched_from = max(thread.watched_from, thread.sys_enter[half])
-                del thread.sys_enter[:half], thread.sys_exit[:half], thread.sys_name[:half]
-            total += _size(thread)
-        self._events = total
+        for _ in range(8):
+            if self._events <= self.max_events * 3 // 4 or not self._threads:
+                break
+            average = max(self._events // len(self._threads), 2)
+            for thread in self._threads.values():
+                size = _size(thread)
+                if size >= average:
+                    _halve(thread)
+                    self._events -= size - _size(thread)
 
     def _name(self, name: str) -> int:
         index = self._name_index.get(name)
@@ -462,6 +461,18 @@ def _state(code: int) -> int:
     if code < 0:
         return -code - 1
     return RUNNABLE if code == _WOKEN else code
+
+
+def _halve(thread: _Thread) -> None:
+    """``thread`` forgets its oldest half (and is known from the oldest event kept)."""
+    half = len(thread.times) // 2
+    if half:
+        thread.watched_from = max(thread.watched_from, thread.times[half])
+        del thread.times[:half], thread.states[:half], thread.wakers[:half]
+    half = len(thread.sys_enter) // 2
+    if half:
+        thread.watched_from = max(thread.watched_from, thread.sys_enter[half])
+        del thread.sys_enter[:half], thread.sys_exit[:half], thread.sys_name[:half]
 
 
 def _size(thread: _Thread) -> int:
