@@ -10,8 +10,9 @@ CPU long enough to be a span event in each), and:
 
 - ``worst span``: a span claiming ``[1, 2^63)`` on it, summed by the kernel view (its
   per-span budget, :data:`.kernel_timeline.MAX_SCAN` events);
-- ``worst read``: such spans from processes enough to spend the per-read budget
-  (:data:`.kernel_view.MAX_READ_SCAN`), then more that sum nothing: a read's worst case;
+- ``worst read``: such spans from processes enough to spend the budget for all
+  (:data:`.kernel_budget.MAX_READ_SCAN`), then more that sum nothing: a read's worst case,
+  which is also a second's (the budgets refill at their size per second);
 - ``new thread``: a thread started once :data:`.kernel_timeline.MAX_THREADS` are kept (each
   makes room for itself).
 
@@ -32,6 +33,11 @@ from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout  # noqa
 from opentelemetry_exporter_userevents.reader.decode.checked_records import (  # noqa: E402
     CheckedSpan,
 )
+from opentelemetry_exporter_userevents.reader.views.kernel_budget import (  # noqa: E402
+    MAX_PROCESS_READ_SCAN,
+    MAX_READ_SCAN,
+    ScanBudget,
+)
 from opentelemetry_exporter_userevents.reader.views.kernel_events import (  # noqa: E402
     KernelEvents,
 )
@@ -41,11 +47,7 @@ from opentelemetry_exporter_userevents.reader.views.kernel_processes import (  #
 from opentelemetry_exporter_userevents.reader.views.kernel_timeline import (  # noqa: E402
     MAX_THREADS,
 )
-from opentelemetry_exporter_userevents.reader.views.kernel_view import (  # noqa: E402
-    MAX_PROCESS_READ_SCAN,
-    MAX_READ_SCAN,
-    KernelView,
-)
+from opentelemetry_exporter_userevents.reader.views.kernel_view import KernelView  # noqa: E402
 
 HUGE = (1, 2**63 - 1)
 
@@ -68,7 +70,8 @@ def _view(events_per_thread: int, threads: int) -> KernelView:
             timeline.syscall_enter(at + 100, tid, "nanosleep")
             timeline.switch(at + 1_000_000, tid, 0x1, 0)
             timeline.syscall_exit(at + 3_000_000 - 100, tid)
-    return KernelView(events)
+    clock = iter(range(10**9))  # a second between reads: every read finds full budgets
+    return KernelView(events, budget=ScanBudget(clock=lambda: float(next(clock))))
 
 
 def _cpu_ms(work: object) -> float:

@@ -24,6 +24,10 @@ from opentelemetry_exporter_userevents.abi.sched import SLEEPING
 from opentelemetry_exporter_userevents.reader.decode.checked_records import CheckedSpan
 from opentelemetry_exporter_userevents.reader.views import kernel_events as kernel_events_module
 from opentelemetry_exporter_userevents.reader.views import kernel_timeline as timeline_module
+from opentelemetry_exporter_userevents.reader.views.kernel_budget import (
+    MAX_PROCESS_READ_SCAN,
+    ScanBudget,
+)
 from opentelemetry_exporter_userevents.reader.views.kernel_events import (
     KernelEvents,
     KernelEventsError,
@@ -38,10 +42,7 @@ from opentelemetry_exporter_userevents.reader.views.kernel_timeline import (
     EXIT_GRACE_READS,
     KernelTimeline,
 )
-from opentelemetry_exporter_userevents.reader.views.kernel_view import (
-    MAX_PROCESS_READ_SCAN,
-    KernelView,
-)
+from opentelemetry_exporter_userevents.reader.views.kernel_view import KernelView
 
 FORMATS = json.loads((Path(__file__).parent / "data" / "kernel_formats_6_12.json").read_text())
 MS = 1_000_000
@@ -131,14 +132,15 @@ def test_a_span_claiming_a_huge_interval_sums_a_few_thousand_events_and_says_par
     assert sum(parts) == HUGE[1] - HUGE[0] and summary.unknown > HUGE[1] // 2
 
 
-def test_a_process_spends_its_own_budget_per_read_not_anothers():
+def test_a_process_spends_its_own_budget_per_read_and_per_second_not_anothers():
     events = _events()
     timeline = events.timeline
     timeline.watch(100, 0, APP)
     timeline.watch(200, 0, NEIGHBOUR)
     _busy(timeline, 200, 20_000)
     timeline.switch(200 * MS, 1, 0x1, 100)  # the app's thread runs from 200 ms on
-    view = KernelView(events)
+    now = [0.0]
+    view = KernelView(events, budget=ScanBudget(clock=lambda: now[0]))
     hostile = [view(_span(*HUGE, span_id=n), 200) for n in range(50)]
     unknown = [span.attributes["linux.kernel.unknown_ns"] for span in hostile]
     assert all(span.attributes["linux.kernel.view"] == "partial" for span in hostile)
@@ -150,19 +152,23 @@ def test_a_process_spends_its_own_budget_per_read_not_anothers():
     genuine = view(_span(201 * MS, 251 * MS, span_id=99), 100).attributes
     assert genuine["linux.kernel.view"] == "whole"
     assert genuine["linux.sched.on_cpu_ns"] == 50 * MS
-    events.reads += 1  # the next read: a budget again
+    for read in range(100):  # reads as often as it may: 100 in 0.1 s
+        now[0] += 0.001
+        events.reads += 1
+        view(_span(*HUGE, span_id=100 + read), 200)
+    assert view.stats.scanned <= MAX_PROCESS_READ_SCAN * 1.1 + 2 * 150
+    now[0] += 1.0  # a second later: its whole budget again
+    events.reads += 1
     again = view(_span(*HUGE, span_id=51), 200).attributes["linux.kernel.unknown_ns"]
-    assert again < HUGE[1] - HUGE[0]
+    assert again < HUGE[1] - HUGE[0] - 2 * MS
 
 
-def test_all_spans_of_one_read_share_a_bound_whatever_the_processes(monkeypatch):
-    view_module = KernelView.__module__
-    monkeypatch.setattr(f"{view_module}.MAX_READ_SCAN", 10_000)
+def test_all_spans_of_one_read_share_a_bound_whatever_the_processes():
     events = _events()
     for pid in range(300, 310):
         events.timeline.watch(pid, 0, ProcessKey(pid, 1))
         _busy(events.timeline, pid, 3_000)
-    view = KernelView(events)
+    view = KernelView(events, budget=ScanBudget(overall=10_000, clock=lambda: 0.0))
     spans = [view(_span(*HUGE), pid).attributes for pid in range(300, 310)]
     assert 8_192 < view.stats.scanned <= 10_000  # two whole budgets of 4,096, then the rest
     assert all(s["linux.kernel.unknown_ns"] > HUGE[1] - HUGE[0] - 2 * MS for s in spans[3:])

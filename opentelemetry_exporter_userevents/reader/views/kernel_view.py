@@ -8,9 +8,9 @@ of the process that wrote the record (a span cannot borrow another process's fig
 the thread that wrote its record (``common_pid``): the exporters write a span when it ends,
 on the thread that ends it (a ``BatchSpanProcessor`` writes from its own thread: set
 ``thread.id``). The interval is the span's own ``[start, end]``, whatever it claims: a span
-sums at most :data:`.MAX_SCAN` events, the spans of one process at most
-:data:`MAX_PROCESS_READ_SCAN` between two reads of the kernel's events and all spans
-:data:`MAX_READ_SCAN`; what a budget leaves out is ``unknown_ns`` of a ``partial`` span.
+sums at most :data:`.MAX_SCAN` events, and the spans of one process and all spans share
+budgets per read and per second (:mod:`.kernel_budget`); what a budget leaves out is
+``unknown_ns`` of a ``partial`` span.
 Attributes added (an app's own attribute of the same name wins); durations in nanoseconds:
 
 - ``thread.id`` (semantic conventions), the thread summed over.
@@ -58,6 +58,7 @@ from opentelemetry_exporter_userevents.reader.decode.checked_records import (
     CheckedSpan,
 )
 from opentelemetry_exporter_userevents.reader.terminal_text import printable
+from opentelemetry_exporter_userevents.reader.views.kernel_budget import ScanBudget
 from opentelemetry_exporter_userevents.reader.views.kernel_events import KernelEvents
 from opentelemetry_exporter_userevents.reader.views.kernel_processes import ProcessKey
 from opentelemetry_exporter_userevents.reader.views.kernel_timeline import ThreadSummary
@@ -67,11 +68,6 @@ MAX_WAIT_EVENTS = 32
 DEFAULT_WAIT_THRESHOLD_NS = 1_000_000
 OFF_CPU_EVENT = "linux.sched.off_cpu"
 VIEW = "linux.kernel.view"
-MAX_PROCESS_READ_SCAN = 16_384
-"""Kernel events summed for the spans of one writer process between two reads: a process
-that claims huge intervals spends its own share, not another's."""
-MAX_READ_SCAN = 65_536
-"""Kernel events summed for all spans between two reads (the reader's CPU per read)."""
 _RECENT_SPANS = 64
 _OFF_CPU_NAMES = {
     RUNNABLE: "linux.sched.runnable_ns",
@@ -94,8 +90,7 @@ class KernelViewStats:
     """Spans whose ``thread.id`` named a thread not of their writer's process (or not
     watched): summed over the writer's thread instead."""
     over_budget: int = 0
-    """Spans cut short by a budget (:data:`.MAX_SCAN`, :data:`MAX_PROCESS_READ_SCAN`,
-    :data:`MAX_READ_SCAN`): partial."""
+    """Spans cut short by a budget (:data:`.MAX_SCAN`, :mod:`.kernel_budget`): partial."""
 
 
 class _Recent:
@@ -111,17 +106,17 @@ class KernelView:
     """Adds the kernel's view to checked spans (the rebuilder's ``span_enricher``)."""
 
     def __init__(
-        self, events: KernelEvents, wait_threshold_ns: int = DEFAULT_WAIT_THRESHOLD_NS
+        self,
+        events: KernelEvents,
+        wait_threshold_ns: int = DEFAULT_WAIT_THRESHOLD_NS,
+        budget: ScanBudget | None = None,
     ) -> None:
         self.events = events
         self.wait_threshold_ns = wait_threshold_ns
         self.stats = KernelViewStats()
         self._recent: dict[int, _Recent] = {}
-        self._read = -1
-        self._read_left = MAX_READ_SCAN
-        self._process_left: dict[ProcessKey | int, int] = {}
-        """Per writer process, its budget left in this read (at most one entry per watched
-        thread's process: cleared at each read)."""
+        self.budget = budget or ScanBudget()
+        self._read = events.reads
 
     def __call__(self, span: CheckedSpan, writer_tid: int) -> CheckedSpan:
         events = self.events
@@ -135,15 +130,14 @@ class KernelView:
                 self.stats.hints_refused += 1
         start, end = span.start_time_ns, span.end_time_ns
         if self._read != events.reads:
-            self._read, self._read_left = events.reads, MAX_READ_SCAN
-            self._process_left.clear()
-        payer = writer if writer is not None else writer_tid
-        budget = min(self._read_left, self._process_left.get(payer, MAX_PROCESS_READ_SCAN))
-        summary = events.timeline.summary(tid, start, end, self.wait_threshold_ns, budget)
+            self._read = events.reads
+            self.budget.new_read()
+        payer: ProcessKey | int = writer if writer is not None else writer_tid
+        allowance = self.budget.allowance(payer)
+        summary = events.timeline.summary(tid, start, end, self.wait_threshold_ns, allowance)
         if summary is not None:
-            self._read_left = max(self._read_left - summary.scanned, 0)
+            self.budget.spend(payer, summary.scanned)
             self.stats.scanned += summary.scanned
-            self._process_left[payer] = max(budget - summary.scanned, 0)
             self.stats.over_budget += summary.cut
         added: dict[str, Any] = {"thread.id": tid}
         span_events = span.events
