@@ -49,6 +49,10 @@ MAX_EVENTS = 2_000_000
 MAX_SCAN = 4096
 """Events (transitions and syscalls, half each) of one thread summed for one interval at
 most: a few ms of the reader's CPU, whatever interval a span claims."""
+MAX_GAPS = 8
+"""Intervals kept per thread in which one of its events came out of order (read after a
+later one: dropped); past that the two oldest are merged. A span overlapping one is
+partial."""
 EXIT_GRACE_READS = 3
 """Reads an exited thread is kept for at least: its last spans' records are read before
 the kernel events that say it exited, or at the next read."""
@@ -104,7 +108,7 @@ class ThreadSummary:
 class _Thread:
     __slots__ = (
         "times", "states", "wakers", "sys_enter", "sys_exit", "sys_name",
-        "pending_syscall", "watched_from", "process", "exited_at",
+        "pending_syscall", "watched_from", "process", "exited_at", "gaps",
     )  # fmt: skip
 
     def __init__(self, watched_from: int, process: ProcessKey | None) -> None:
@@ -121,6 +125,8 @@ class _Thread:
         self.process = process
         """Its process, once looked up (a thread a fork event watched is not yet)."""
         self.exited_at: int | None = None
+        self.gaps: list[tuple[int, int]] = []
+        """From an event dropped out of order to the newest kept then: not known whole."""
         """When it exited: after that, what the timeline knows of its tid is unknown."""
 
 
@@ -137,7 +143,8 @@ class TimelineStats:
     trims: int = 0
     """Times every thread forgot its oldest half (the event bound was reached)."""
     out_of_order: int = 0
-    """Events older than the thread's newest, dropped (they would reorder its timeline)."""
+    """Events older than the thread's newest, dropped (they would reorder its timeline); a
+    span over one is partial."""
 
 
 class KernelTimeline:
@@ -260,12 +267,20 @@ class KernelTimeline:
         entered, name = thread.pending_syscall
         thread.pending_syscall = None
         if thread.sys_enter and entered < thread.sys_enter[-1]:
-            self.stats.out_of_order += 1
+            self._disorder(thread, entered, thread.sys_enter[-1])
             return
         thread.sys_enter.append(entered)
         thread.sys_exit.append(time)
         thread.sys_name.append(name)
         self._count(1)
+
+    def _disorder(self, thread: _Thread, dropped: int, newest: int) -> None:
+        self.stats.out_of_order += 1
+        gaps = thread.gaps
+        gaps.append((dropped, newest))
+        if len(gaps) > MAX_GAPS:
+            (a, b), (c, d) = gaps[0], gaps[1]
+            gaps[:2] = [(min(a, c), max(b, d))]
 
     def _new(self, tid: int, since: int, process: ProcessKey | None) -> None:
         if len(self._threads) >= self.max_threads:
@@ -286,7 +301,7 @@ class KernelTimeline:
             self.stats.before_watched += 1
             return
         if thread.times and time < thread.times[-1]:
-            self.stats.out_of_order += 1
+            self._disorder(thread, time, thread.times[-1])
             return
         if not thread.times and code not in (ON_CPU, _WOKEN) and thread.watched_from <= time:
             # Its first event is a switch out: it was on the CPU since it was watched.
@@ -357,7 +372,11 @@ class KernelTimeline:
         self._sum_syscalls(thread, start, last, result)
         result.unknown += end - last
         result.cut = last < known
-        result.partial = start < thread.watched_from or result.unknown > 0
+        result.partial = (
+            start < thread.watched_from
+            or result.unknown > 0
+            or any(a <= end and start <= b for a, b in thread.gaps)
+        )
         result.scanned = (bisect_right(times, last) - first_state) + (
             bisect_right(enters, last) - first_call
         )

@@ -276,6 +276,7 @@ def kernel_parts(view: object) -> list[str]:
         ("spans cut short by the kernel view's budgets", stats.over_budget),
         ("kernel timeline trims (oldest halves forgotten)", timeline.trims),
         ("threads forgotten to make room", timeline.threads_forgotten),
+        ("kernel events out of order (dropped)", timeline.out_of_order),
         ("threads replaced by a new one of the same tid", timeline.threads_replaced),
     ):
         if count:
