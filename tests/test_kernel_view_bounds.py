@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from opentelemetry_exporter_userevents.abi.format import parse_format
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
-from opentelemetry_exporter_userevents.abi.sched import SLEEPING
+from opentelemetry_exporter_userevents.abi.sched import RUNNABLE, SLEEPING
 from opentelemetry_exporter_userevents.reader.decode.checked_records import CheckedSpan
 from opentelemetry_exporter_userevents.reader.views import kernel_events as kernel_events_module
 from opentelemetry_exporter_userevents.reader.views import kernel_timeline as timeline_module
@@ -391,3 +391,27 @@ def test_any_stat_text_is_a_start_time_or_none(text):
 
 def test_timeline_constants_are_what_the_docs_say():
     assert timeline_module.MAX_SCAN <= 4096
+
+
+def test_events_after_a_read_began_wait_for_the_next_so_a_thread_moving_cpus_is_in_order(
+    monkeypatch,
+):
+    """CPU 1 is read after CPU 0: its event at 20 ms (after the read began at 15) comes in
+    this read, CPU 0's at 18 ms (preempted) only in the next."""
+    events = _events()
+    events.timeline.watch(100, 0, APP)
+    events.feed([(MS, _switch(1, 0x1, 100))])  # on the CPU from 1 ms
+    clock = [15 * MS]
+    monkeypatch.setattr(time, "clock_gettime_ns", lambda clock_id: clock[0])
+    reads = iter([
+        [(20 * MS, _switch(1, 0x1, 100))],  # back on CPU 1 at 20 ms
+        [(18 * MS, _switch(100, 0x100, 1))],  # preempted on CPU 0 at 18 ms
+    ])  # fmt: skip
+    monkeypatch.setattr(events, "_read_records", lambda: next(reads))
+    assert events.read() == 0  # held: after the read began
+    clock[0] = 25 * MS
+    assert events.read() == 2
+    summary = events.timeline.summary(100, 10 * MS, 24 * MS, 0)
+    assert summary is not None and not summary.partial
+    assert (summary.on_cpu, summary.off_cpu) == (12 * MS, {RUNNABLE: 2 * MS})
+    assert events.timeline.stats.out_of_order == 0

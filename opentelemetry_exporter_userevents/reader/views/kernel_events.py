@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import struct
 import time
+from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -162,6 +163,8 @@ class KernelEvents:
         self._enabled = False
         self._offset = 0
         self._last_read = time.time_ns()
+        self._held: list[tuple[int, memoryview]] = []
+        """Events after the moment the last read began, fed at the next."""
         self._marker = (-1, 0)
         """The ``ftrace/print`` event's id and the offset of its text."""
 
@@ -342,10 +345,20 @@ class KernelEvents:
     # --- reading --------------------------------------------------------------------
 
     def read(self) -> int:
-        """Read every event available now into the timeline; how many decoded."""
+        """Read every event available now into the timeline; how many decoded.
+
+        The CPUs' buffers are read one after another, so a CPU read last gives events
+        later than the first one's last: those after the moment the read began are held
+        for the next read (at most one read's worth) and fed sorted with its events, so a
+        thread that moved between CPUs gets its events in order."""
         self.reads += 1
         self.timeline.next_read(time.time_ns())
-        return self.feed(self._read_records())
+        began = time.clock_gettime_ns(time.CLOCK_TAI)  # the trace clock (CLOCK)
+        records = self._held + self._read_records()
+        records.sort(key=_STAMP)
+        split = bisect_right(records, began, key=_STAMP)
+        self._held = records[split:]
+        return self.feed(records[:split])
 
     def feed(self, records: list[tuple[int, memoryview]]) -> int:
         """Decode (trace-clock time, record) pairs into the timeline, in time order;
