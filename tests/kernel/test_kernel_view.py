@@ -22,11 +22,13 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from opentelemetry_exporter_userevents.reader.views.kernel_timeline import MAX_THREADS
 from tests.support import reader_process as proc
 from tests.support.otlp import flatten
 
@@ -73,14 +75,62 @@ def syscall_counter(tracefs):
     root.rmdir()
 
 
-def test_each_span_shows_what_the_kernel_did_for_its_thread(tmp_path, syscall_counter):
-    reader, output = proc.reader(tmp_path, "--prefix", "*", "--kernel", "sched,syscalls")
+def _work_app(*args: str) -> dict[str, Any]:
+    """Run tests/support/kernel_work_app.py to its end: what it measured."""
     app = subprocess.run(
-        [sys.executable, "-m", "tests.support.kernel_work_app", "kview", str(READS)],
+        [sys.executable, "-m", "tests.support.kernel_work_app", "kview", *args],
         capture_output=True, text=True, cwd=proc.ROOT, timeout=300,
     )  # fmt: skip
     assert app.returncode == 0, app.stderr
-    measured = json.loads(app.stdout)
+    measured: dict[str, Any] = json.loads(app.stdout)
+    return measured
+
+
+def _spans_by_id(output: Path) -> dict[str, dict[str, Any]]:
+    """The spans in the complete lines written so far (the reader may be mid-line)."""
+    if not output.exists():
+        return {}
+    lines = output.read_text().split("\n")[:-1]
+    requests = [json.loads(line) for line in lines if "resourceSpans" in line]
+    return {span["spanId"]: span for request in requests
+            for resource in request["resourceSpans"]
+            for scope in resource["scopeSpans"] for span in scope["spans"]}  # fmt: skip
+
+
+def _measured_spans(output: Path, measured: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The app's measured spans, by name."""
+    ids = {m["span_id"]: name for name, m in measured.items() if isinstance(m, dict)}
+    return {ids[i]: span for i, span in _spans_by_id(output).items() if i in ids}
+
+
+def _check_against_the_kernels_accounting(name: str, span: dict[str, Any], want: Any) -> None:
+    """A span's kernel view, whole, against what the app read of the kernel's accounting."""
+    got = _attributes(span["attributes"])
+    gap = want["gap_ns"]
+    where = f"{name}: {json.dumps(got)} against {json.dumps(want)}"
+    assert got["linux.kernel.view"] == "whole", where
+    assert got["thread.id"] == want["tid"], where
+    duration = int(span["endTimeUnixNano"]) - int(span["startTimeUnixNano"])
+    slack = SLACK_NS + duration // SLACK_SHARE
+    assert got["linux.sched.on_cpu_ns"] + got["linux.sched.off_cpu_ns"] == duration, where
+    assert want["cpu_ns"] - slack <= got["linux.sched.on_cpu_ns"], where
+    assert got["linux.sched.on_cpu_ns"] <= want["cpu_ns"] + gap + slack, where
+    runnable = got["linux.sched.runnable_ns"]
+    assert want["run_delay_ns"] - slack <= runnable, where
+    assert runnable <= want["run_delay_ns"] + gap + slack, where
+    for kind in ("voluntary", "involuntary"):
+        switches = got[f"linux.sched.switches.{kind}"]
+        assert want[kind] <= switches <= want[kind] + _switch_bound(gap), where
+    # Off the CPU, not waiting for it: asleep (or blocked), as the kernel's own
+    # accounting leaves it: the window less its CPU time and its run-queue wait.
+    asleep = got["linux.sched.sleeping_ns"] + got["linux.sched.blocked_ns"]
+    window_asleep = want["window_ns"] - want["cpu_ns"] - want["run_delay_ns"]
+    assert window_asleep - 2 * slack <= asleep <= window_asleep + gap + 2 * slack, where
+
+
+def test_each_span_shows_what_the_kernel_did_for_its_thread(tmp_path, syscall_counter):
+    reader, output = proc.reader(tmp_path, "--prefix", "*", "--kernel", "sched,syscalls")
+    measured = _work_app(str(READS))
     names = ("spin", "sleep", "lock", "reads", "thread a", "thread b")
     assert proc.wait_until(lambda: _span_count(output) >= len(names) + 1, 60)
     err = proc.stop(reader)
@@ -90,38 +140,11 @@ def test_each_span_shows_what_the_kernel_did_for_its_thread(tmp_path, syscall_co
     why = subprocess.run(["dmesg"], capture_output=True, text=True).stdout.splitlines()
     why = [line for line in why if "tsc" in line.lower() or "clocksource" in line]
     assert "jiffies" not in clocksource.read_text(), ("the clock ticks in jiffies", why)
-    spans = {}
-    for request in proc.requests(output)[0]:
-        for resource in request["resourceSpans"]:
-            for scope in resource["scopeSpans"]:
-                for span in scope["spans"]:
-                    if span["spanId"] in {m["span_id"] for m in measured.values()
-                                          if isinstance(m, dict)}:  # fmt: skip
-                        spans[span["name"]] = span
+    spans = _measured_spans(output, measured)
     assert set(spans) == set(names), sorted(spans)
 
     for name in names:
-        got, want = _attributes(spans[name]["attributes"]), measured[name]
-        gap = want["gap_ns"]
-        where = f"{name}: {json.dumps(got)} against {json.dumps(want)}"
-        assert got["linux.kernel.view"] == "whole", where
-        assert got["thread.id"] == want["tid"], where
-        duration = int(spans[name]["endTimeUnixNano"]) - int(spans[name]["startTimeUnixNano"])
-        slack = SLACK_NS + duration // SLACK_SHARE
-        assert got["linux.sched.on_cpu_ns"] + got["linux.sched.off_cpu_ns"] == duration, where
-        assert want["cpu_ns"] - slack <= got["linux.sched.on_cpu_ns"], where
-        assert got["linux.sched.on_cpu_ns"] <= want["cpu_ns"] + gap + slack, where
-        runnable = got["linux.sched.runnable_ns"]
-        assert want["run_delay_ns"] - slack <= runnable, where
-        assert runnable <= want["run_delay_ns"] + gap + slack, where
-        for kind in ("voluntary", "involuntary"):
-            switches = got[f"linux.sched.switches.{kind}"]
-            assert want[kind] <= switches <= want[kind] + _switch_bound(gap), where
-        # Off the CPU, not waiting for it: asleep (or blocked), as the kernel's own
-        # accounting leaves it: the window less its CPU time and its run-queue wait.
-        asleep = got["linux.sched.sleeping_ns"] + got["linux.sched.blocked_ns"]
-        window_asleep = want["window_ns"] - want["cpu_ns"] - want["run_delay_ns"]
-        assert window_asleep - 2 * slack <= asleep <= window_asleep + gap + 2 * slack, where
+        _check_against_the_kernels_accounting(name, spans[name], measured[name])
 
     def waits(name: str) -> list[dict[str, Any]]:
         return [_attributes(e["attributes"]) for e in spans[name].get("events", [])
@@ -184,3 +207,185 @@ def test_set_event_pid_hides_user_events_of_unlisted_processes_too(data, event_n
     registration.write(struct.pack("<I", 2))
     assert [line.split("n=")[1] for line in attach.lines(registration)] == ["0x2 (2)"]
     os.close(os.open(pids, os.O_WRONLY | os.O_TRUNC))
+
+
+def _neighbour(mode: str, arg: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.support.kernel_neighbour_app", mode, "kview", arg],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=proc.ROOT,
+    )  # fmt: skip
+
+
+def _finish(process: subprocess.Popen[str]) -> dict[str, Any]:
+    """Stop a neighbour (SIGTERM): what it did."""
+    process.terminate()
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err
+    result: dict[str, Any] = json.loads(out.splitlines()[-1])
+    return result
+
+
+CHURN_PER_SECOND = 150
+"""Threads the churning neighbour starts a second at most: what the reader keeps up with in
+the emulated guest (see tests/support/kernel_neighbour_app.py)."""
+
+
+def _slowly(predicate: Any, timeout: float) -> bool:
+    """``proc.wait_until`` at 1 s a poll: each poll parses the whole, growing output, which
+    at 50 polls a second took the emulated guest's CPU from the reader."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(1.0)
+    return True
+
+
+def _names(output: Path) -> set[str]:
+    return {span["name"] for span in _spans_by_id(output).values()}
+
+
+def _churned(output: Path) -> int:
+    """Threads the churning neighbour has started, as its spans say."""
+    counts = [_attributes(span["attributes"])["threads"]
+              for span in _spans_by_id(output).values() if span["name"] == "churned"]  # fmt: skip
+    return max(counts, default=0)
+
+
+def test_a_hostile_neighbour_and_a_thread_churner_leave_an_apps_spans_whole_and_exact(
+    tmp_path,
+):
+    """A neighbour's spans claim [1, 2^63) on a thread busy with syscalls, another
+    process starts threads as fast as it can, and a genuine app's spans are still whole and
+    agree with the kernel's own accounting: each hostile span costs the reader a bounded
+    sum, and exited threads make room before any live one is forgotten."""
+    reader, output = proc.reader(tmp_path, "--prefix", "*", "--kernel", "sched,syscalls")
+    neighbours = [_neighbour("huge", "-"), _neighbour("churn", str(CHURN_PER_SECOND))]
+    try:
+        seen = _slowly(lambda: {"huge", "churn"} <= _names(output), 120)
+        assert seen, (_names(output), [p.poll() for p in neighbours], proc.stop(reader))
+        measured = _work_app(str(READS))
+        churned = _slowly(lambda: _churned(output) > MAX_THREADS, 600)
+        assert churned, (_churned(output), proc.stop(reader))
+        huge, churn = (_finish(process) for process in neighbours)
+    finally:
+        for process in neighbours:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    names = ("spin", "sleep", "lock", "reads", "thread a", "thread b")
+    assert _slowly(lambda: set(names) <= set(_measured_spans(output, measured)), 60)
+    err = proc.stop(reader)
+    spans = _measured_spans(output, measured)
+    print(f"churn: {churn['threads']} threads, {churn['per_second']:.0f} per second; "
+          f"{huge['spans']} spans of [1, 2^63); reader: {err.strip()}")  # fmt: skip
+    last_end = max(int(spans[name]["endTimeUnixNano"]) for name in names)
+    assert last_end < min(huge["ended_ns"], churn["ended_ns"]), "the abuse ended first"
+    assert churn["threads"] > MAX_THREADS, churn  # more than the reader keeps at once
+    for name in names:
+        _check_against_the_kernels_accounting(name, spans[name], measured[name])
+    hostile = [_attributes(span["attributes"]) for span in _spans_by_id(output).values()
+               if span["name"] == "huge"]  # fmt: skip
+    assert len(hostile) == huge["spans"], (len(hostile), huge)
+    for got in hostile:
+        assert got["linux.kernel.view"] == "partial" and got["linux.kernel.unknown_ns"] > 0
+    assert "spans cut short by the kernel view's budgets" in err, err
+
+
+def test_a_span_naming_another_process_thread_gets_its_own_writers_figures(tmp_path):
+    """A thief names a spinning victim's thread as its span's ``thread.id`` and sleeps:
+    its span says its own thread slept, not that the victim ran."""
+    reader, output = proc.reader(tmp_path, "--prefix", "*", "--kernel", "sched,syscalls")
+    victim = _neighbour("spin", "60")
+    try:
+        assert victim.stdout is not None
+        victim_tid = json.loads(victim.stdout.readline())["tid"]
+        thief = subprocess.run(
+            [sys.executable, "-m", "tests.support.kernel_neighbour_app", "steal", "kview",
+             str(victim_tid)],
+            capture_output=True, text=True, cwd=proc.ROOT, timeout=300,
+        )  # fmt: skip
+        assert thief.returncode == 0, thief.stderr
+        stolen = json.loads(thief.stdout)
+        assert proc.wait_until(lambda: stolen["span_id"] in _spans_by_id(output), 60)
+    finally:
+        victim.kill()
+        victim.wait()
+    err = proc.stop(reader)
+    span = _spans_by_id(output)[stolen["span_id"]]
+    got = _attributes(span["attributes"])
+    duration = int(span["endTimeUnixNano"]) - int(span["startTimeUnixNano"])
+    where = f"{json.dumps(got)}, victim {victim_tid}, thief {stolen['tid']}"
+    assert got["thread.id"] == victim_tid, where  # the attribute it set, kept as set
+    assert got["linux.kernel.view"] == "whole", where
+    slack = SLACK_NS + duration // SLACK_SHARE
+    assert got["linux.sched.off_cpu_ns"] >= 200_000_000 - slack, where
+    assert got["linux.sched.on_cpu_ns"] <= duration - 200_000_000 + slack, where
+    assert got["linux.syscall.top.name"][0] == "clock_nanosleep", where  # the victim spins
+    assert "1 thread.id hints refused" in err, err
+
+
+SMALL_PID_MAX = 1300
+"""``pid_max`` while a pid is reused: new pids are given in [300, 1300), so the pids wrap
+around to a given one within a thousand forks."""
+
+
+def test_a_pid_reused_by_a_new_process_is_watched_as_that_process(tmp_path):
+    """A process sleeps in a span and exits; the next process is given its pid (``pid_max``
+    lowered, then forks until the pids wrap around to it; restored after): that one's
+    spinning span is summed from its own events, against the kernel's accounting."""
+    reader, output = proc.reader(tmp_path, "--prefix", "*", "--kernel", "sched,syscalls")
+    pid_max = Path("/proc/sys/kernel/pid_max")
+    saved = pid_max.read_text()
+    try:
+        pid_max.write_text(str(SMALL_PID_MAX))
+        first = _work_app("0", "sleep")
+        assert proc.wait_until(lambda: first["sleep"]["span_id"] in _spans_by_id(output), 60)
+        app = _with_pid(first["pid"], [sys.executable, "-m", "tests.support.kernel_work_app",
+                                       "kview", "0", "spin"])  # fmt: skip
+    finally:
+        pid_max.write_text(saved)
+    out, errors = app.communicate(timeout=300)
+    assert app.returncode == 0, errors
+    second = json.loads(out)
+    assert second["pid"] == first["pid"]
+    assert proc.wait_until(lambda: second["spin"]["span_id"] in _spans_by_id(output), 60)
+    proc.stop(reader)
+    spans = _spans_by_id(output)
+    _check_against_the_kernels_accounting("sleep", spans[first["sleep"]["span_id"]],
+                                          first["sleep"])  # fmt: skip
+    _check_against_the_kernels_accounting("spin", spans[second["spin"]["span_id"]],
+                                          second["spin"])  # fmt: skip
+
+
+def _pids_between(after: int, before: int) -> Iterator[int]:
+    """The pids the kernel would give after ``after`` and before ``before``, wrapping from
+    ``SMALL_PID_MAX - 1`` to 300 (``RESERVED_PIDS``)."""
+    pid = after + 1
+    while True:
+        if pid >= SMALL_PID_MAX:
+            pid = 300
+        if pid == before:
+            return
+        yield pid
+        pid += 1
+
+
+def _with_pid(pid: int, command: list[str]) -> subprocess.Popen[str]:
+    """Start ``command`` as process ``pid``: fork children that exit at once until the pid
+    before it was given (or is taken), then start it; again if another process took it."""
+    for _ in range(3):
+        for _ in range(SMALL_PID_MAX):  # once around at most
+            child = os.fork()
+            if child == 0:
+                os._exit(0)
+            os.waitpid(child, 0)
+            if all(os.path.exists(f"/proc/{p}") for p in _pids_between(child, pid)):
+                break  # the next pid free is ``pid``
+        app = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, cwd=proc.ROOT)  # fmt: skip
+        if app.pid == pid:
+            return app
+        app.kill()
+        app.communicate()
+    pytest.fail(f"pid {pid} was not given again")

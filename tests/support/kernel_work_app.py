@@ -8,11 +8,12 @@ field) and its context switches (``/proc/thread-self/status``), read just after 
 starts and just before it ends. ``gap_ns`` is how long the span ran outside those reads:
 what the kernel view may count that the reads do not.
 
-``python -m tests.support.kernel_work_app PREFIX N_READS``: a ``warm-up`` span (not
+``python -m tests.support.kernel_work_app PREFIX N_READS [ONLY]``: a ``warm-up`` span (not
 measured), then spans ``spin``, ``sleep``,
 ``lock`` (waits for a lock another thread holds), ``reads`` (N ``pread`` calls), and
-``thread a`` and ``thread b`` (each on a thread of its own, spinning at once). Prints one
-JSON line: per span name, its ids, thread id and the measured deltas.
+``thread a`` and ``thread b`` (each on a thread of its own, spinning at once); with
+``ONLY`` (``spin`` or ``sleep``), that span alone. Prints one JSON line: per span name, its
+ids, thread id and the measured deltas.
 """
 
 from __future__ import annotations
@@ -82,12 +83,16 @@ def spin() -> None:
         pass
 
 
-def main(prefix: str, reads: int) -> dict[str, Any]:
+def main(prefix: str, reads: int, only: str | None = None) -> dict[str, Any]:
     provider = TracerProvider(resource=Resource({"service.name": "kernel-work"}))
     provider.add_span_processor(UserEventsSpanProcessor(UserEventsSpanExporter(prefix=prefix)))
     tracer = provider.get_tracer("kernel.work")
     out: dict[str, Any] = {"pid": os.getpid()}
     measured(tracer, "warm-up", lambda: None, {})  # what a first span loads, loaded outside
+    if only is not None:
+        measured(tracer, only, {"spin": spin, "sleep": lambda: time.sleep(0.2)}[only], out)
+        provider.shutdown()
+        return out
     measured(tracer, "spin", spin, out)
     measured(tracer, "sleep", lambda: time.sleep(0.2), out)
 
@@ -127,4 +132,5 @@ def main(prefix: str, reads: int) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    sys.stdout.write(json.dumps(main(sys.argv[1], int(sys.argv[2]))) + "\n")
+    only = sys.argv[3] if len(sys.argv) > 3 else None
+    sys.stdout.write(json.dumps(main(sys.argv[1], int(sys.argv[2]), only)) + "\n")

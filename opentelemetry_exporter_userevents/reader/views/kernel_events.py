@@ -7,10 +7,12 @@ A tracefs instance of its own (``otel-userevents-kernel.<pid>.<start>.<n>.pidns<
 stale ones removed like the reader's), because its ``set_event_pid`` limits every event in
 it to the listed threads: in the reader's instance it would also hide the first records of
 a service not listed yet. The reader lists each process whose records it reads (every
-thread of it, from ``/proc/<pid>/task``); ``options/event-fork`` makes the kernel list the
-threads and children they start, and ``sched_process_fork`` tells the timeline about them.
-Until the first process is listed nothing is enabled: an empty ``set_event_pid`` means every
-process.
+thread of it, from ``/proc/<pid>/task``), known by pid and start time
+(:mod:`.kernel_processes`, so a reused pid is listed again); ``options/event-fork`` makes
+the kernel list the threads and children they start, and unlist them when they exit;
+``sched_process_fork`` and ``sched_process_exit`` tell the timeline. Nothing is enabled
+until a write of a non-empty list succeeded: an empty ``set_event_pid`` means every process.
+The reader's ``/proc`` must number processes as the kernel does (the host's pid namespace).
 
 The instance's ``trace_clock`` is ``tai``: CLOCK_TAI, which is CLOCK_REALTIME (the spans'
 clock) plus a whole number of seconds (the kernel's TAI offset, 0 unless set), so a kernel
@@ -21,7 +23,7 @@ two reads of CLOCK_REALTIME, and each record's mapped time must fall between its
 
 Records are untrusted like every other: each is decoded by its event's ``format`` (offsets
 and sizes), a record too short for its fields is counted and skipped, and what a process
-can make the reader keep is bounded (:mod:`.kernel_timeline`, :data:`MAX_PROCESSES`).
+can make the reader keep is bounded (:mod:`.kernel_timeline`, :mod:`.kernel_processes`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 import os
 import struct
 import time
+from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -49,20 +52,24 @@ from opentelemetry_exporter_userevents.abi.sched import (
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs, TracefsError
 from opentelemetry_exporter_userevents.reader.live.cpu_pipes import CpuPipes
 from opentelemetry_exporter_userevents.reader.live.tracefs_instance import TracefsInstance
-from opentelemetry_exporter_userevents.reader.views.kernel_timeline import KernelTimeline
-from opentelemetry_exporter_userevents.reader.views.process_view import (
-    STATUS_LIMIT,
-    thread_group_of_status,
+from opentelemetry_exporter_userevents.reader.views.kernel_processes import (
+    INIT_PID_NS,
+    UNKNOWN,
+    ListedProcesses,
+    ProcessKey,
+    host_pid_namespace_error,
+    process_of,
+    threads_of,
 )
+from opentelemetry_exporter_userevents.reader.views.kernel_timeline import KernelTimeline
 
 KERNEL_INSTANCE_PREFIX = "otel-userevents-kernel."
 GROUPS = ("sched", "syscalls")
 """What ``--kernel`` can turn on: the scheduler's switches and wake-ups, and syscalls."""
 SCHED_PROCESS_FORK = "sched_process_fork"
+SCHED_PROCESS_EXIT = "sched_process_exit"
 CLOCK = "tai"
 CLOCK_CHECKS = 16
-MAX_PROCESSES = 1024
-"""Processes listed at most; the records of more are counted, their spans left without."""
 MAX_LOSS_TIMES = 4096
 _PAGES_PER_READ = 1024
 _BUFFER_KB = 4096
@@ -100,8 +107,9 @@ class KernelStats:
     lost: int = 0
     """Events the kernel lost (the instance's buffer overflowed)."""
     processes: int = 0
+    """Processes listed (a pid reused by a new process counts again)."""
     processes_not_watched: int = 0
-    """Writers beyond :data:`MAX_PROCESSES`, or gone before they could be listed."""
+    """Writers gone before they could be listed, or whose listing the kernel refused."""
 
 
 def _field_reader(fmt: EventFormat, name: str) -> tuple[int, struct.Struct]:
@@ -142,11 +150,15 @@ class KernelEvents:
         self.tracefs_instance = TracefsInstance(self.tracefs, KERNEL_INSTANCE_PREFIX)
         self._decoders: dict[int, _Decoder] = {}
         self.pipes = CpuPipes(self.tracefs, self.tracefs_instance.name, _PAGES_PER_READ)
-        self._processes: set[int] = set()
-        self._seen_tids: set[int] = set()
+        self.processes = ListedProcesses()
+        self.reads = 0
+        """Reads of the kernel's events so far (the kernel view's budgets are per read)."""
+        self.init_pid_ns = INIT_PID_NS
         self._enabled = False
         self._offset = 0
         self._last_read = time.time_ns()
+        self._held: list[tuple[int, memoryview]] = []
+        """Events after the moment the last read began, fed at the next."""
         self._marker = (-1, 0)
         """The ``ftrace/print`` event's id and the offset of its text."""
 
@@ -154,6 +166,9 @@ class KernelEvents:
 
     def start(self) -> None:
         """Create the instance, set its clock and check it, learn the events' formats."""
+        refused = host_pid_namespace_error(self.init_pid_ns)
+        if refused is not None:
+            raise KernelEventsError(refused)
         instance = self.tracefs_instance
         instance.create()
         name = instance.name
@@ -178,6 +193,8 @@ class KernelEvents:
         tracefs = self.tracefs
         fork = tracefs.read_format(SCHED_SYSTEM, SCHED_PROCESS_FORK)
         self._decoders[fork.id] = _decoder("fork", fork, "parent_pid", "child_pid")
+        gone = tracefs.read_format(SCHED_SYSTEM, SCHED_PROCESS_EXIT)
+        self._decoders[gone.id] = _decoder("gone", gone, "pid")
         if "sched" in self.groups:
             switch = tracefs.read_format(SCHED_SYSTEM, SCHED_SWITCH)
             self._decoders[switch.id] = _decoder(
@@ -199,6 +216,7 @@ class KernelEvents:
         """Enable the events (once the first thread is listed: an empty list is everyone)."""
         tracefs, name = self.tracefs, self.tracefs_instance.name
         self.tracefs_instance.enable(SCHED_SYSTEM, SCHED_PROCESS_FORK)
+        self.tracefs_instance.enable(SCHED_SYSTEM, SCHED_PROCESS_EXIT)
         if "sched" in self.groups:
             for event in (SCHED_SWITCH, SCHED_WAKEUP, SCHED_WAKEUP_NEW):
                 self.tracefs_instance.enable(SCHED_SYSTEM, event)
@@ -249,43 +267,66 @@ class KernelEvents:
 
     def watch(self, tids: Iterable[int]) -> None:
         """List the processes of these writer threads (``common_pid``), every thread of
-        each, the first time one of them is seen."""
-        new: list[int] = []
+        each, when a thread's process is not listed yet: a thread the timeline knows as a
+        listed process's costs a lookup in a dict, any other one a ``/proc`` lookup."""
+        timeline, processes = self.timeline, self.processes
+        since = time.time_ns()  # before the write: every event of a listed thread is after
+        new: dict[ProcessKey, list[int]] = {}
         for tid in tids:
-            if tid in self._seen_tids or tid <= 0:
+            if tid <= 0:
                 continue
-            self._seen_tids.add(tid)
-            if len(self._seen_tids) > 65536:
-                self._seen_tids.clear()
-            tgid = _tgid(tid)
-            if tgid is None or tgid in self._processes:
+            known = timeline.process(tid, live=True)
+            if known is not None and processes.listed(known):
                 continue
-            if len(self._processes) >= MAX_PROCESSES:
+            key = process_of(tid)
+            if key is None:
                 self.stats.processes_not_watched += 1
                 continue
-            threads = _threads(tgid)
+            if processes.listed(key):  # the timeline forgot it, or never looked it up
+                timeline.watch(tid, since, key)
+                continue
+            if key in new:
+                continue
+            threads = threads_of(key.pid)
             if not threads:
                 self.stats.processes_not_watched += 1
                 continue
-            self._processes.add(tgid)
-            self.stats.processes += 1
-            new += threads
+            new[key] = threads
         if not new:
             return
+        listed = [tid for threads in new.values() for tid in threads]
         try:
-            self.tracefs.add_event_pids(self.tracefs_instance.name, new)
+            self.tracefs.add_event_pids(self.tracefs_instance.name, listed)
         except OSError:  # a thread exited meanwhile (EINVAL): the others, once more
-            new = [t for t in new if os.path.exists(f"/proc/{t}")]
+            listed = [t for t in listed if os.path.exists(f"/proc/{t}")]
             try:
-                self.tracefs.add_event_pids(self.tracefs_instance.name, new)
+                if not listed:  # never an empty list: to the kernel, that is everyone
+                    raise OSError("every thread exited")
+                self.tracefs.add_event_pids(self.tracefs_instance.name, listed)
             except OSError:
-                self.stats.processes_not_watched += 1
+                self.stats.processes_not_watched += len(new)
                 return
-        since = time.time_ns()
-        for tid in new:
-            self.timeline.watch(tid, since)
+        alive = set(listed)
+        for key, threads in new.items():
+            processes.add(key)
+            self.stats.processes += 1
+            for tid in threads:
+                if tid in alive:
+                    timeline.watch(tid, since, key)
         if not self._enabled:
             self._enable()
+
+    def process_of(self, tid: int) -> ProcessKey | None:
+        """The process of a watched thread (looked up in ``/proc`` once, for a thread a fork
+        event watched); None if the thread is not watched or its process is gone."""
+        timeline = self.timeline
+        if not timeline.watched(tid):
+            return None
+        key = timeline.process(tid)
+        if key is None:
+            key = process_of(tid) or UNKNOWN
+            timeline.set_process(tid, key)
+        return None if key == UNKNOWN else key
 
     def lost_within(self, start: int, end: int) -> bool:
         """Whether events may have been lost between ``start`` and ``end`` (span clock)."""
@@ -294,8 +335,20 @@ class KernelEvents:
     # --- reading --------------------------------------------------------------------
 
     def read(self) -> int:
-        """Read every event available now into the timeline; how many decoded."""
-        return self.feed(self._read_records())
+        """Read every event available now into the timeline; how many decoded.
+
+        The CPUs' buffers are read one after another, so a CPU read last gives events
+        later than the first one's last: those after the moment the read began are held
+        for the next read (at most one read's worth) and fed sorted with its events, so a
+        thread that moved between CPUs gets its events in order."""
+        self.reads += 1
+        self.timeline.next_read(time.time_ns())
+        began = time.clock_gettime_ns(time.CLOCK_TAI)  # the trace clock (CLOCK)
+        records = self._held + self._read_records()
+        records.sort(key=_STAMP)
+        split = bisect_right(records, began, key=_STAMP)
+        self._held = records[split:]
+        return self.feed(records[:split])
 
     def feed(self, records: list[tuple[int, memoryview]]) -> int:
         """Decode (trace-clock time, record) pairs into the timeline, in time order;
@@ -329,10 +382,19 @@ class KernelEvents:
             elif kind == "wakeup":
                 ((pid_at, woken),) = decoder.fields
                 timeline.wakeup(when, woken.unpack_from(record, pid_at)[0], pid)
-            else:  # fork: a listed thread started a thread or a child, listed by the kernel
+            elif kind == "fork":  # a listed thread started a thread or a child, listed too
                 (parent_at, parent), (child_at, child) = decoder.fields
-                if timeline.watched(parent.unpack_from(record, parent_at)[0]):
-                    timeline.watch(child.unpack_from(record, child_at)[0], when)
+                timeline.fork(
+                    when,
+                    parent.unpack_from(record, parent_at)[0],
+                    child.unpack_from(record, child_at)[0],
+                )
+            else:  # gone: a thread exited (the kernel unlists it); a leader, its process
+                ((gone_at, gone),) = decoder.fields
+                tid = gone.unpack_from(record, gone_at)[0]
+                process = timeline.exit(when, tid)
+                if process is not None and process.pid == tid:
+                    self.processes.exited(process)
         self.stats.records += count
         return count
 
@@ -382,25 +444,6 @@ def _clocksource() -> str | None:
             return f.read(64).strip() or None
     except OSError:
         return None
-
-
-def _tgid(tid: int) -> int | None:
-    """The process of a thread, from ``/proc/<tid>/status``; None if it is gone."""
-    try:
-        with open(f"/proc/{tid}/status", encoding="ascii", errors="replace") as f:
-            group = thread_group_of_status(f.read(STATUS_LIMIT))
-    except OSError:
-        return None
-    return group.tgid if group is not None else None
-
-
-def _threads(tgid: int) -> list[int]:
-    """Every thread of a process (at most 65,536), from ``/proc/<tgid>/task``."""
-    try:
-        names = os.listdir(f"/proc/{tgid}/task")
-    except OSError:
-        return []
-    return [int(name) for name in names[:65536] if name.isdigit()]
 
 
 def parse_groups(text: str) -> tuple[str, ...]:

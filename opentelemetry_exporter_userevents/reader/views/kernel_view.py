@@ -3,11 +3,15 @@
 
 """Each span with what the kernel did for its thread while it ran (``record --kernel``).
 
-The thread is the span's ``thread.id`` attribute when the app set it, else the thread that
-wrote its record (``common_pid``): the exporters write a span when it ends, on the thread
-that ends it (a ``BatchSpanProcessor`` writes from its own thread: set ``thread.id``). The
-interval is the span's own ``[start, end]``. Attributes added (an app's own attribute of
-the same name wins); durations in nanoseconds:
+The thread is the span's ``thread.id`` attribute when the app set it and it names a thread
+of the process that wrote the record (a span cannot borrow another process's figures), else
+the thread that wrote its record (``common_pid``): the exporters write a span when it ends,
+on the thread that ends it (a ``BatchSpanProcessor`` writes from its own thread: set
+``thread.id``). The interval is the span's own ``[start, end]``, whatever it claims: a span
+sums at most :data:`.MAX_SCAN` events, and the spans of one process and all spans share
+budgets per read and per second (:mod:`.kernel_budget`); what a budget leaves out is
+``unknown_ns`` of a ``partial`` span.
+Attributes added (an app's own attribute of the same name wins); durations in nanoseconds:
 
 - ``thread.id`` (semantic conventions), the thread summed over.
 - ``linux.sched.on_cpu_ns``, ``linux.sched.off_cpu_ns``: on a CPU, and off it.
@@ -54,7 +58,9 @@ from opentelemetry_exporter_userevents.reader.decode.checked_records import (
     CheckedSpan,
 )
 from opentelemetry_exporter_userevents.reader.terminal_text import printable
+from opentelemetry_exporter_userevents.reader.views.kernel_budget import ScanBudget
 from opentelemetry_exporter_userevents.reader.views.kernel_events import KernelEvents
+from opentelemetry_exporter_userevents.reader.views.kernel_processes import ProcessKey
 from opentelemetry_exporter_userevents.reader.views.kernel_timeline import ThreadSummary
 
 TOP_SYSCALLS = 5
@@ -78,6 +84,13 @@ class KernelViewStats:
     partial: int = 0
     not_watched: int = 0
     shared: int = 0
+    scanned: int = 0
+    """Kernel events summed for spans (what the budgets bound)."""
+    hints_refused: int = 0
+    """Spans whose ``thread.id`` named a thread not of their writer's process (or not
+    watched): summed over the writer's thread instead."""
+    over_budget: int = 0
+    """Spans cut short by a budget (:data:`.MAX_SCAN`, :mod:`.kernel_budget`): partial."""
 
 
 class _Recent:
@@ -93,32 +106,48 @@ class KernelView:
     """Adds the kernel's view to checked spans (the rebuilder's ``span_enricher``)."""
 
     def __init__(
-        self, events: KernelEvents, wait_threshold_ns: int = DEFAULT_WAIT_THRESHOLD_NS
+        self,
+        events: KernelEvents,
+        wait_threshold_ns: int = DEFAULT_WAIT_THRESHOLD_NS,
+        budget: ScanBudget | None = None,
     ) -> None:
         self.events = events
         self.wait_threshold_ns = wait_threshold_ns
         self.stats = KernelViewStats()
         self._recent: dict[int, _Recent] = {}
+        self.budget = budget or ScanBudget()
+        self._read = events.reads
 
     def __call__(self, span: CheckedSpan, writer_tid: int) -> CheckedSpan:
-        tid = span.attributes.get("thread.id")
-        if (
-            not isinstance(tid, int)
-            or isinstance(tid, bool)
-            or not self.events.timeline.watched(tid)
-        ):
-            tid = writer_tid
+        events = self.events
+        writer = events.process_of(writer_tid)
+        tid = writer_tid
+        hint = span.attributes.get("thread.id")
+        if isinstance(hint, int) and not isinstance(hint, bool) and hint != writer_tid:
+            if writer is not None and events.process_of(hint) == writer:
+                tid = hint
+            else:
+                self.stats.hints_refused += 1
         start, end = span.start_time_ns, span.end_time_ns
-        summary = self.events.timeline.summary(tid, start, end, self.wait_threshold_ns)
+        if self._read != events.reads:
+            self._read = events.reads
+            self.budget.new_read()
+        payer: ProcessKey | int = writer if writer is not None else writer_tid
+        allowance = self.budget.allowance(payer)
+        summary = events.timeline.summary(tid, start, end, self.wait_threshold_ns, allowance)
+        if summary is not None:
+            self.budget.spend(payer, summary.scanned)
+            self.stats.scanned += summary.scanned
+            self.stats.over_budget += summary.cut
         added: dict[str, Any] = {"thread.id": tid}
-        events = span.events
+        span_events = span.events
         dropped = span.dropped_events
         if summary is None:
             self.stats.not_watched += 1
             added["linux.kernel.view"] = "none"
         else:
             self.stats.spans += 1
-            partial = summary.partial or self.events.lost_within(start, end)
+            partial = summary.partial or events.lost_within(start, end)
             self.stats.partial += partial
             added.update(_attributes(summary, partial))
             if self._shared(tid, span):
@@ -126,14 +155,14 @@ class KernelView:
                 self.stats.shared += 1
             waits = sorted(summary.waits, key=lambda w: w.duration, reverse=True)
             kept = sorted(waits[:MAX_WAIT_EVENTS], key=lambda w: w.start)
-            events = list(events) + [_wait_event(wait) for wait in kept]
-            events.sort(key=lambda event: event.time_ns)
+            span_events = list(span_events) + [_wait_event(wait) for wait in kept]
+            span_events.sort(key=lambda event: event.time_ns)
             dropped += len(waits) - len(kept)
         attributes = {
             **span.attributes,
             **{k: v for k, v in added.items() if k not in span.attributes},
         }
-        return span._replace(attributes=attributes, events=events, dropped_events=dropped)
+        return span._replace(attributes=attributes, events=span_events, dropped_events=dropped)
 
     def _shared(self, tid: int, span: CheckedSpan) -> bool:
         recent = self._recent.get(tid)
@@ -232,7 +261,7 @@ def kernel_parts(view: object) -> list[str]:
     """The summary's counts of the kernel view (``view``: the rebuilder's enricher)."""
     if not isinstance(view, KernelView):
         return []
-    stats, events = view.stats, view.events.stats
+    stats, events, timeline = view.stats, view.events.stats, view.events.timeline.stats
     parts = [
         f"kernel view of {stats.spans} spans ({stats.partial} partial, {stats.shared} on "
         f"a shared thread) from {events.records} kernel events of {events.processes} "
@@ -243,7 +272,12 @@ def kernel_parts(view: object) -> list[str]:
         ("kernel events lost", events.lost),
         ("kernel events undecodable", events.undecodable),
         ("processes not watched", events.processes_not_watched),
-        ("kernel timeline trims (oldest halves forgotten)", view.events.timeline.stats.trims),
+        ("thread.id hints refused (not a thread of the span's writer)", stats.hints_refused),
+        ("spans cut short by the kernel view's budgets", stats.over_budget),
+        ("kernel timeline trims (oldest halves forgotten)", timeline.trims),
+        ("threads forgotten to make room", timeline.threads_forgotten),
+        ("kernel events out of order (dropped)", timeline.out_of_order),
+        ("threads replaced by a new one of the same tid", timeline.threads_replaced),
     ):
         if count:
             parts.append(f"{count} {label}")

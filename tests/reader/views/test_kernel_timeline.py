@@ -113,12 +113,23 @@ def test_memory_is_bounded_and_what_is_forgotten_makes_spans_partial():
     assert summary is not None and summary.partial
 
 
-def test_events_out_of_order_are_counted_and_dropped():
+def test_events_out_of_order_are_counted_and_dropped_and_spans_over_them_are_partial():
     timeline = KernelTimeline()
     timeline.watch(T, 0)
-    timeline.switch(10, T, 0x1, OTHER_TID)
-    timeline.switch(5, OTHER_TID, 0x1, T)
+    timeline.switch(1 * MS, OTHER_TID, 0x1, T)
+    timeline.switch(10 * MS, OTHER_TID, 0x1, T)  # back on the CPU, read first
+    timeline.switch(5 * MS, T, TASK_REPORT_MAX, OTHER_TID)  # preempted before: read later
     assert timeline.stats.out_of_order == 1
+    over = timeline.summary(T, 4 * MS, 12 * MS, 0)
+    assert over is not None and over.partial  # its on-CPU time holds the preemption
+    after = timeline.summary(T, 11 * MS, 12 * MS, 0)
+    assert after is not None and not after.partial
+    for n in range(20):  # more such: the oldest merged, never more than the bound
+        timeline.switch(100 * MS + n * 10, OTHER_TID, 0x1, T)
+        timeline.switch(100 * MS + n * 10 - 5, T, TASK_REPORT_MAX, OTHER_TID)
+    assert timeline.stats.out_of_order == 21
+    still = timeline.summary(T, 4 * MS, 6 * MS, 0)
+    assert still is not None and still.partial
 
 
 @settings(max_examples=200, deadline=None)

@@ -30,6 +30,7 @@ from opentelemetry_exporter_userevents.reader.views.kernel_events import (
     KernelEventsError,
     parse_groups,
 )
+from opentelemetry_exporter_userevents.reader.views.kernel_processes import ProcessKey
 from opentelemetry_exporter_userevents.reader.views.kernel_view import (
     OFF_CPU_EVENT,
     KernelView,
@@ -126,11 +127,24 @@ def test_a_span_gets_its_threads_kernel_view_and_the_apps_own_attributes_win():
     assert view(_span(MS, 50 * MS, span_id=2), T).attributes["linux.kernel.view"] == "whole"
 
 
-def test_a_thread_not_watched_is_said_and_a_thread_id_attribute_is_used_when_watched():
-    view = KernelView(_fed())
+def test_a_thread_not_watched_is_said_and_a_thread_id_of_the_writers_process_is_used():
+    events = _fed()
+    view = KernelView(events)
     assert view(_span(0, MS), 999).attributes["linux.kernel.view"] == "none"
-    moved = view(_span(MS, 2 * MS, **{"thread.id": T}), 999)  # written by a batch thread
+    app, neighbour = ProcessKey(T, 1), ProcessKey(5000, 2)
+    events.timeline.watch(T, 0, app)
+    events.timeline.watch(T + 2, 0, app)  # the app's batch thread
+    events.timeline.watch(5000, 0, neighbour)
+    moved = view(_span(MS, 2 * MS, **{"thread.id": T}), T + 2)  # written by the batch thread
+    assert moved.attributes["thread.id"] == T
     assert moved.attributes["linux.kernel.view"] == "whole"
+    assert view.stats.hints_refused == 0
+    stolen = view(_span(MS, 2 * MS, span_id=2, **{"thread.id": T}), 5000)  # not its thread
+    # Its own writer's figures (nothing known of 5000), not the app's thread's on-CPU ms;
+    # its thread.id stays as it set it, as every attribute an app sets.
+    assert stolen.attributes["linux.sched.on_cpu_ns"] == 0
+    assert stolen.attributes["linux.kernel.unknown_ns"] == MS
+    assert view.stats.hints_refused == 1
 
 
 def test_overlapping_spans_on_one_thread_that_are_not_nested_are_called_shared():
@@ -211,11 +225,12 @@ def test_the_clock_line_says_a_coarse_clocksource():
     assert "coarse" not in line
 
 
-def test_a_kernel_without_the_events_gets_a_clear_error(tmp_path):
+def test_a_kernel_without_the_events_gets_a_clear_error(tmp_path, monkeypatch):
     class NoSched(_Formats):
         def read_format(self, system: str, name: str) -> Any:
             raise FileNotFoundError(2, "No such file or directory", f"events/{system}/{name}")
 
+    monkeypatch.setattr(f"{KernelEvents.__module__}.host_pid_namespace_error", lambda path: None)
     events = KernelEvents(NoSched(), PageLayout())  # type: ignore[arg-type]
     events.tracefs_instance.create = lambda: None  # type: ignore[method-assign]
     events.tracefs.trace_clocks = lambda name: ["local", "tai"]  # type: ignore[attr-defined]

@@ -1,0 +1,69 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""How many kernel events the kernel view may sum for spans, whatever intervals they claim.
+
+Token buckets, refilled at each read of the kernel's events by the time since the last: one
+per writer process (:data:`MAX_PROCESS_READ_SCAN`) and one for all (:data:`MAX_READ_SCAN`).
+A bucket holds at most its size and refills at its size per second, so the reader's CPU for
+sums is bounded per read (latency) and per second (throughput, however often it reads), and
+a process whose spans claim huge intervals spends its own share, not a quiet app's. A span
+gets what both buckets hold (at most :data:`.kernel_timeline.MAX_SCAN`); what it cannot sum
+is ``unknown_ns`` of a partial span.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+
+MAX_PROCESS_READ_SCAN = 16_384
+"""Kernel events summed for the spans of one writer process at most at once, and per
+second: a few spans that claim huge intervals, thousands of ordinary ones."""
+MAX_READ_SCAN = 65_536
+"""Kernel events summed for all spans at most at once, and per second (about 50 ms of CPU
+on the development host: ``benchmarks/kernel_view_worst_span.py``)."""
+MAX_PAYERS = 4096
+"""Processes whose bucket is kept (the least recently charged forgotten: its next span
+finds it full; the bucket for all still bounds)."""
+
+
+class ScanBudget:
+    """The buckets; ``clock`` is seconds (monotonic)."""
+
+    def __init__(
+        self,
+        per_process: int = MAX_PROCESS_READ_SCAN,
+        overall: int = MAX_READ_SCAN,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.per_process = per_process
+        self.overall = overall
+        self.clock = clock
+        self._now = clock()
+        self._left = float(overall)
+        self._payers: OrderedDict[Hashable, tuple[float, float]] = OrderedDict()
+        """Payer -> (events left, when they were counted)."""
+
+    def new_read(self) -> None:
+        """A read of the kernel's events: the buckets refill for the time since the last."""
+        now = self.clock()
+        self._left = min(self.overall, self._left + (now - self._now) * self.overall)
+        self._now = now
+
+    def allowance(self, payer: Hashable) -> int:
+        """Events ``payer``'s next span may sum."""
+        return int(min(self._payer_left(payer), self._left))
+
+    def spend(self, payer: Hashable, events: int) -> None:
+        self._left = max(self._left - events, 0.0)
+        payers = self._payers
+        payers[payer] = (max(self._payer_left(payer) - events, 0.0), self._now)
+        payers.move_to_end(payer)
+        if len(payers) > MAX_PAYERS:
+            payers.popitem(last=False)
+
+    def _payer_left(self, payer: Hashable) -> float:
+        left, since = self._payers.get(payer, (self.per_process, self._now))
+        return min(self.per_process, left + (self._now - since) * self.per_process)
