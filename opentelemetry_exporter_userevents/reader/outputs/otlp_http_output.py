@@ -37,6 +37,7 @@ import logging
 import os
 import ssl
 import urllib.request
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -55,6 +56,11 @@ _DEFAULT_MAX_REQUEST_SIZE = 64 * 1024 * 1024
 _INTERNAL_METRICS = "OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED"
 _SIGNAL = {"spans": "TRACES", "logs": "LOGS", "metrics": "METRICS"}
 
+MAX_REASONS = 8
+"""Distinct reasons a sender counts its failed records by, and the summary names (a
+collector's messages vary); past this many, records count under :data:`OTHER_REASONS`."""
+OTHER_REASONS = "other reasons"
+
 Encode = Callable[[Sequence[Any], otlp_proto_direct.RequestCache], tuple[bytes | None, int]]
 
 
@@ -68,6 +74,15 @@ class DirectSender:
         self._encode = encode
         self._kind = kind
         self._cache = otlp_proto_direct.RequestCache()
+        self.failed_by_reason: Counter[str] = Counter()
+        """Records not delivered, by why: an answer (``HTTP 400 Bad Request: message``),
+        none after the retries, a ``partial_success`` rejection (``rejected by the
+        collector: message``); at most :data:`MAX_REASONS` reasons."""
+
+    def _count(self, reason: str, records: int) -> None:
+        if reason not in self.failed_by_reason and len(self.failed_by_reason) >= MAX_REASONS:
+            reason = OTHER_REASONS
+        self.failed_by_reason[reason] += records
 
     def send(self, records: Sequence[Any]) -> int:
         """Post one request of ``records``; how many were not delivered (never raises)."""
@@ -75,6 +90,7 @@ class DirectSender:
             data, failed = self._encode(records, self._cache)
         except Exception:  # noqa: BLE001 - a checked value the encoding still refused
             _logger.exception("Failed to encode %s batch", self._kind)
+            self._count("the encoder failed", len(records))
             return len(records)
         if data is None:
             return failed
@@ -85,10 +101,17 @@ class DirectSender:
                 len(data),
                 self._max_request_size,
             )
+            self._count("larger than the exporter's max_request_size", len(records))
             return len(records)
-        if not self._poster.post(data):
-            return len(records)  # the poster logged why
-        return failed
+        delivery = self._poster.deliver(data)  # the poster logged what went wrong
+        if not delivery.taken:
+            self._count(delivery.reason or "not taken", len(records))
+            return len(records)
+        rejected = min(delivery.rejected, len(records) - failed)
+        if rejected:
+            message = f": {delivery.message}" if delivery.message else ""
+            self._count(f"rejected by the collector{message}", rejected)
+        return failed + rejected
 
     def close(self) -> None:
         self._poster.close()

@@ -11,6 +11,7 @@ spans and logs as SDK objects; OTLP/JSON does not: it writes checked records str
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from importlib.metadata import entry_points
 from typing import Any, Protocol, TextIO
@@ -195,6 +196,20 @@ class ExporterOutput:
                 result = None
             if getattr(result, "name", None) != "SUCCESS":
                 self.failed += len(points)
+
+    def failed_by_reason(self) -> Counter[str]:
+        """Records the direct senders did not deliver, by why (on the output's thread): the
+        most common :data:`~.otlp_http_output.MAX_REASONS` reasons, the rest together."""
+        reasons: Counter[str] = Counter()
+        for sender in (self._direct_spans, self._direct_logs, self._direct_metrics):
+            if sender is not None:
+                reasons.update(sender.failed_by_reason)
+        kept: Counter[str] = Counter()
+        for reason, count in reasons.most_common():
+            if len(kept) >= otlp_http_output.MAX_REASONS and reason not in kept:
+                reason = otlp_http_output.OTHER_REASONS
+            kept[reason] += count
+        return kept
 
     def close(self) -> None:
         for sender in (self._direct_spans, self._direct_logs, self._direct_metrics):

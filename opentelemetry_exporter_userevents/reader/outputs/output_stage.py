@@ -132,6 +132,9 @@ class OutputStage:
         self.dropped: dict[str, Counter[str]] = {}
         """Items by kind, by ``stage: reason``."""
         self.not_delivered: Counter[str] = Counter()
+        self.failed_by_reason: Counter[str] = Counter()
+        """Of ``failed``, what the output says why (``failed_by_reason()``, if it has one:
+        the OTLP/HTTP senders), as of its last write."""
         self._raised = 0
         self._stopped = False
         self._done = threading.Event()
@@ -172,6 +175,7 @@ class OutputStage:
                 self._in_flight = Counter()
                 self.written.update(kinds)
                 self.failed = output.failed + self._raised
+                self.failed_by_reason = _failed_by_reason(output)
         try:
             output.close()
         except Exception:  # noqa: BLE001 - a third-party exporter's shutdown; nothing is lost
@@ -180,6 +184,7 @@ class OutputStage:
             with self._lock:
                 if not self._stopped:
                     self.failed = output.failed + self._raised
+                    self.failed_by_reason = _failed_by_reason(output)
             self._done.set()
 
     def stop_by(self, deadline: float) -> None:
@@ -219,7 +224,10 @@ class OutputStage:
         with self._lock:
             dropped = {reason: +kinds for reason, kinds in self.dropped.items()}
             not_delivered = +self.not_delivered
-        parts = []
+            failed_by_reason = +self.failed_by_reason
+        parts = [
+            f"{count} not written: {reason}" for reason, count in sorted(failed_by_reason.items())
+        ]
         if batches or waiting:
             parts.append(f"{_items(waiting)} queued for the output ({batches} batches)")
         for reason, kinds in sorted(dropped.items()):
@@ -228,6 +236,17 @@ class OutputStage:
         if not_delivered:
             parts.append(f"{_items(not_delivered)} not delivered: {NOT_DELIVERED}")
         return parts
+
+
+def _failed_by_reason(output: Output) -> Counter[str]:
+    """The output's failures by reason, if it counts them (on the stage's thread)."""
+    by_reason = getattr(output, "failed_by_reason", None)
+    if not callable(by_reason):
+        return Counter()
+    try:
+        return Counter(by_reason())
+    except Exception:  # noqa: BLE001 - the total in ``failed`` stays; only the why is missing
+        return Counter()
 
 
 def _items(kinds: Counter[str]) -> str:
