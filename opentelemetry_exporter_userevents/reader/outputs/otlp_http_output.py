@@ -44,6 +44,7 @@ from typing import Any
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint, metrics_data
 from opentelemetry_exporter_userevents.reader.outputs import otlp_proto_direct
 from opentelemetry_exporter_userevents.reader.outputs.otlp_http_post import Poster
+from opentelemetry_exporter_userevents.reader.outputs.spool import Segment, Spool
 
 _logger = logging.getLogger(__name__)
 
@@ -79,6 +80,11 @@ class DirectSender:
         none after the retries, a ``partial_success`` rejection (``rejected by the
         collector: message``); at most :data:`MAX_REASONS` reasons."""
 
+        self.spool: Spool | None = None
+        """Where requests the collector may take later go (``--spool``)."""
+        self.taken = False
+        """Whether the last request was taken (the collector answers: drain the spool)."""
+
     def _count(self, reason: str, records: int) -> None:
         if reason not in self.failed_by_reason and len(self.failed_by_reason) >= MAX_REASONS:
             reason = OTHER_REASONS
@@ -104,7 +110,11 @@ class DirectSender:
             self._count("larger than the exporter's max_request_size", len(records))
             return len(records)
         delivery = self._poster.deliver(data)  # the poster logged what went wrong
+        self.taken = delivery.taken
         if not delivery.taken:
+            if delivery.later and self.spool is not None:
+                self.spool.put(self._kind, len(records) - failed, data)  # or counted dropped
+                return failed
             self._count(delivery.reason or "not taken", len(records))
             return len(records)
         rejected = min(delivery.rejected, len(records) - failed)
@@ -112,6 +122,22 @@ class DirectSender:
             message = f": {delivery.message}" if delivery.message else ""
             self._count(f"rejected by the collector{message}", rejected)
         return failed + rejected
+
+    def resend(self, segment: Segment) -> tuple[bool, int]:
+        """Post a spooled request again: whether the collector answered (the segment is
+        done with: taken, or refused for good, counted), and its records not delivered."""
+        delivery = self._poster.deliver(segment.payload)
+        self.taken = delivery.taken
+        if not delivery.taken:
+            if delivery.later:
+                return False, 0  # stays in the spool
+            self._count(delivery.reason or "not taken", segment.records)
+            return True, segment.records
+        rejected = min(delivery.rejected, segment.records)
+        if rejected:
+            message = f": {delivery.message}" if delivery.message else ""
+            self._count(f"rejected by the collector{message}", rejected)
+        return True, rejected
 
     def close(self) -> None:
         self._poster.close()

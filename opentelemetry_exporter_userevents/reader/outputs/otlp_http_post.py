@@ -79,6 +79,9 @@ class Delivery(NamedTuple):
     """Taken, but this many records rejected (``partial_success``)."""
     message: str = ""
     """The partial success's ``error_message`` (printable, at most :data:`MAX_MESSAGE`)."""
+    later: bool = False
+    """Not taken, but the collector may take it later: no answer, or a retryable one, after
+    the retries; or the deadline (a spool keeps such requests)."""
 
 
 _REJECTED = {"spans": "rejected_spans", "logs": "rejected_log_records"}
@@ -140,7 +143,7 @@ class Poster:
                     answer.status,
                     answer.reason or answer.error or "unknown",
                 )
-                return Delivery(False, _refused(answer))
+                return Delivery(False, _refused(answer), later=answer.reason == _DEADLINE)
             backoff = 2**attempt * random.uniform(1 - JITTER, 1 + JITTER)
             if answer.retry_after is not None:
                 backoff = answer.retry_after
@@ -151,7 +154,7 @@ class Poster:
                     answer.status or answer.error,
                 )
                 last = f"HTTP {answer.status}" if answer.status else _no_answer(answer.error)
-                return Delivery(False, f"{last} after {attempt + 1} attempts")
+                return Delivery(False, f"{last} after {attempt + 1} attempts", later=True)
             _logger.warning(
                 "Transient error %s encountered while exporting %s batch, retrying in %.2fs.",
                 answer.status or answer.error,

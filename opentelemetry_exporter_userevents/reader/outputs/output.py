@@ -27,6 +27,7 @@ from opentelemetry_exporter_userevents.reader.outputs import (
     otlp_json,
     otlp_json_direct,
 )
+from opentelemetry_exporter_userevents.reader.outputs.spool import Spool
 from opentelemetry_exporter_userevents.reader.outputs.tree_view import TreeView
 
 
@@ -154,6 +155,7 @@ class ExporterOutput:
             raise ValueError(f"no exporter named {name!r}; installed: {', '.join(known)}")
         self.failed = 0
         """Spans and logs the exporters did not take."""
+        self.spool: Spool | None = None
         self._direct_spans = otlp_http_output.direct_sender(self.spans, "spans") if direct else None
         self._direct_logs = otlp_http_output.direct_sender(self.logs, "logs") if direct else None
         self._direct_metrics = (
@@ -196,12 +198,56 @@ class ExporterOutput:
                 result = None
             if getattr(result, "name", None) != "SUCCESS":
                 self.failed += len(points)
+        if self.spool is not None and any(s is not None and s.taken for s in self._senders()):
+            self._drain()  # the collector takes requests again
+
+    def use_spool(self, spool: Spool) -> None:
+        """Requests the collector may take later go to ``spool`` (:mod:`.spool`), re-sent
+        when it takes one again; only requests the direct senders post can be spooled."""
+        senders = [s for s in self._senders() if s is not None]
+        if not senders or self.sdk_objects:
+            raise ValueError(
+                f"--spool keeps OTLP/HTTP requests: it needs --exporter otlp_proto_http "
+                f"(not {self.name!r}, or an exporter configured beyond what the reader posts)"
+            )
+        self.spool = spool
+        for sender in senders:
+            sender.spool = spool
+
+    def _senders(self) -> tuple[otlp_http_output.DirectSender | None, ...]:
+        return (self._direct_spans, self._direct_logs, self._direct_metrics)
+
+    def idle(self) -> None:
+        """Nothing to write: try the spool's oldest requests (on the output's thread)."""
+        self._drain()
+
+    def _drain(self) -> None:
+        """Re-send spooled requests, oldest first, until one is not taken."""
+        spool = self.spool
+        if spool is None:
+            return
+        senders = {
+            "spans": self._direct_spans,
+            "logs": self._direct_logs,
+            "metrics": self._direct_metrics,
+        }
+        while (segment := spool.oldest()) is not None:
+            sender = senders.get(segment.kind)
+            if sender is None:  # spooled by a reader that had this signal's exporter
+                self.failed += segment.records
+                spool.remove(segment, 0)
+                continue
+            done, failed = sender.resend(segment)
+            if not done:
+                return
+            self.failed += failed
+            spool.remove(segment, segment.records - failed)
 
     def failed_by_reason(self) -> Counter[str]:
         """Records the direct senders did not deliver, by why (on the output's thread): the
         most common :data:`~.otlp_http_output.MAX_REASONS` reasons, the rest together."""
         reasons: Counter[str] = Counter()
-        for sender in (self._direct_spans, self._direct_logs, self._direct_metrics):
+        for sender in self._senders():
             if sender is not None:
                 reasons.update(sender.failed_by_reason)
         kept: Counter[str] = Counter()

@@ -32,6 +32,7 @@ from opentelemetry_exporter_userevents.reader.decode.checked_records import Chec
 from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Telemetry
 from opentelemetry_exporter_userevents.reader.outputs.bounded_queue import BoundedQueue
 from opentelemetry_exporter_userevents.reader.outputs.output import Output
+from opentelemetry_exporter_userevents.reader.outputs.spool import Spool
 
 STAGE = "output"
 MAX_QUEUED_BATCHES = 256
@@ -53,6 +54,8 @@ which a string's or bytes' length is added."""
 NOT_DELIVERED = "stop timeout"
 """Why items counted at stop were not delivered."""
 KINDS = ("spans", "logs", "metric points")
+IDLE_SECONDS = 5.0
+"""With nothing to write for this long, the output's ``idle`` runs (a spool is tried)."""
 
 
 def kind_of(item: Telemetry) -> str:
@@ -138,6 +141,7 @@ class OutputStage:
         self._raised = 0
         self._stopped = False
         self._done = threading.Event()
+        self._closing = threading.Event()
         self._thread = threading.Thread(target=self._run, name="otel-userevents output")
         self._thread.daemon = True  # a stuck exporter must not keep the process alive
         self._thread.start()
@@ -158,7 +162,20 @@ class OutputStage:
 
     def _run(self) -> None:
         output = self.output
-        while (queued := self.queue.get()) is not None:
+        idle = getattr(output, "idle", None)
+        while True:
+            queued = self.queue.get(IDLE_SECONDS if callable(idle) else None)
+            if queued is None:
+                if self._closing.is_set() or not callable(idle):
+                    break
+                try:
+                    idle()  # nothing came: a spool's requests, if the collector takes them
+                except Exception:  # noqa: BLE001 - what stays spooled is tried again later
+                    pass
+                with self._lock:
+                    self.failed = output.failed + self._raised
+                    self.failed_by_reason = _failed_by_reason(output)
+                continue
             batch, kinds = queued
             with self._lock:
                 if self._stopped:
@@ -197,6 +214,7 @@ class OutputStage:
         timeout), then count what was not delivered and return, even if the output is stuck."""
         if self.deadline is None:
             self.deadline = time.monotonic() + self.stop_timeout
+        self._closing.set()
         self.queue.close()
         self._done.wait(max(0.0, self.deadline - time.monotonic()))
         with self._lock:
@@ -235,7 +253,34 @@ class OutputStage:
                 parts.append(f"{_items(kinds)} dropped ({reason})")
         if not_delivered:
             parts.append(f"{_items(not_delivered)} not delivered: {NOT_DELIVERED}")
+        spool = getattr(self.output, "spool", None)
+        if isinstance(spool, Spool):
+            parts += spool_parts(spool)
         return parts
+
+
+def spool_parts(spool: Spool) -> list[str]:
+    """What the spool took, re-sent, dropped and holds."""
+    spooled, resent, dropped, damaged = spool.totals()
+    segments, size = spool.counts()
+    parts = []
+    for label, count in (
+        ("spooled (the collector did not take them in time)", spooled),
+        ("re-sent from the spool", resent),
+        ("dropped (spool full: oldest first)", dropped),
+    ):
+        if count:
+            parts.append(f"{_items(_kinds(count))} {label}")
+    if damaged:
+        parts.append(f"{damaged} damaged spool segments skipped")
+    if segments:
+        parts.append(f"{segments} requests ({size / 1048576:.1f} MiB) left in the spool")
+    return parts
+
+
+def _kinds(counts: Counter[str]) -> Counter[str]:
+    """The spool's kinds as the summary names them."""
+    return Counter({"metric points" if k == "metrics" else k: n for k, n in counts.items()})
 
 
 def _failed_by_reason(output: Output) -> Counter[str]:
