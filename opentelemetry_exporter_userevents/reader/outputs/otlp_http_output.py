@@ -84,6 +84,8 @@ class DirectSender:
         """Where requests the collector may take later go (``--spool``)."""
         self.taken = False
         """Whether the last request was taken (the collector answers: drain the spool)."""
+        self.in_flight: tuple[bytes, int] | None = None
+        """The request being posted and its records (spooled at stop if still there)."""
 
     def _count(self, reason: str, records: int) -> None:
         if reason not in self.failed_by_reason and len(self.failed_by_reason) >= MAX_REASONS:
@@ -109,7 +111,9 @@ class DirectSender:
             )
             self._count("larger than the exporter's max_request_size", len(records))
             return len(records)
+        self.in_flight = (data, len(records) - failed)
         delivery = self._poster.deliver(data)  # the poster logged what went wrong
+        self.in_flight = None
         self.taken = delivery.taken
         if not delivery.taken:
             if delivery.later and self.spool is not None:
@@ -122,6 +126,28 @@ class DirectSender:
             message = f": {delivery.message}" if delivery.message else ""
             self._count(f"rejected by the collector{message}", rejected)
         return failed + rejected
+
+    def spool_records(self, records: Sequence[Any]) -> int:
+        """At stop, on the stopping thread: ``records`` encoded (a cache of its own: the
+        output's thread may still use its own) and spooled; how many were spooled."""
+        if self.spool is None:
+            return 0
+        try:
+            data, failed = self._encode(records, otlp_proto_direct.RequestCache())
+        except Exception:  # noqa: BLE001 - counted as not delivered by the stage
+            return 0
+        if data is None or not self.spool.put(self._kind, len(records) - failed, data):
+            return 0
+        return len(records) - failed
+
+    def spool_in_flight(self) -> int:
+        """At stop: the request still being posted, spooled (the collector may have taken
+        it already: then it is sent twice); its records spooled."""
+        in_flight = self.in_flight
+        if self.spool is None or in_flight is None:
+            return 0
+        data, records = in_flight
+        return records if self.spool.put(self._kind, records, data) else 0
 
     def resend(self, segment: Segment) -> tuple[bool, int]:
         """Post a spooled request again: whether the collector answered (the segment is

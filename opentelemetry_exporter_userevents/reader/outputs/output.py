@@ -156,6 +156,7 @@ class ExporterOutput:
         self.failed = 0
         """Spans and logs the exporters did not take."""
         self.spool: Spool | None = None
+        self._not_sent: list[Telemetry] = []
         self._direct_spans = otlp_http_output.direct_sender(self.spans, "spans") if direct else None
         self._direct_logs = otlp_http_output.direct_sender(self.logs, "logs") if direct else None
         self._direct_metrics = (
@@ -168,6 +169,8 @@ class ExporterOutput:
 
     def write(self, items: Sequence[Telemetry]) -> None:
         joined = [i for i in items if type(i) is JoinedRecord]
+        if self.spool is not None:
+            self._not_sent = list(items)  # spooled at stop, if this write is still under way
         if joined:
             spans_joined = [i for i in joined if type(i.checked) is CheckedSpan]
             logs_joined = [i for i in joined if type(i.checked) is not CheckedSpan]
@@ -177,6 +180,9 @@ class ExporterOutput:
             ):
                 if not records or exporter is None:
                     continue
+                if self.spool is not None:
+                    sending = {id(i) for i in records}
+                    self._not_sent = [i for i in self._not_sent if id(i) not in sending]
                 self.failed += len(records) if sender is None else sender.send(records)
         spans, logs = _split(items)
         for exporter, batch in ((self.spans, spans), (self.logs, logs)):
@@ -189,6 +195,7 @@ class ExporterOutput:
             if getattr(result, "name", None) != "SUCCESS":
                 self.failed += len(batch)
         points = _metric_points(items)
+        self._not_sent = []
         if self._direct_metrics is not None and points:
             self.failed += self._direct_metrics.send(points)
         elif self.metrics is not None and points:
@@ -216,6 +223,36 @@ class ExporterOutput:
 
     def _senders(self) -> tuple[otlp_http_output.DirectSender | None, ...]:
         return (self._direct_spans, self._direct_logs, self._direct_metrics)
+
+    def spool_batch(self, items: Sequence[Telemetry]) -> Counter[str]:
+        """At stop, on the stopping thread: a batch the output did not get to, spooled;
+        its items spooled, by kind (as the output stage counts them)."""
+        spooled: Counter[str] = Counter()
+        joined = [i for i in items if type(i) is JoinedRecord]
+        spans = [i for i in joined if type(i.checked) is CheckedSpan]
+        logs = [i for i in joined if type(i.checked) is not CheckedSpan]
+        points = _metric_points(items)
+        for kind, sender, records in (
+            ("spans", self._direct_spans, spans),
+            ("logs", self._direct_logs, logs),
+            ("metric points", self._direct_metrics, points),
+        ):
+            if sender is not None and records:
+                spooled[kind] += sender.spool_records(records)
+        return spooled
+
+    def spool_in_flight(self) -> Counter[str]:
+        """At stop: the requests being posted, and what the write under way has not sent
+        yet, spooled; their items, by kind."""
+        spooled = self.spool_batch(self._not_sent)
+        for kind, sender in (
+            ("spans", self._direct_spans),
+            ("logs", self._direct_logs),
+            ("metric points", self._direct_metrics),
+        ):
+            if sender is not None:
+                spooled[kind] += sender.spool_in_flight()
+        return spooled
 
     def idle(self) -> None:
         """Nothing to write: try the spool's oldest requests (on the output's thread)."""

@@ -135,6 +135,9 @@ class OutputStage:
         self.dropped: dict[str, Counter[str]] = {}
         """Items by kind, by ``stage: reason``."""
         self.not_delivered: Counter[str] = Counter()
+        self.spooled_at_stop: Counter[str] = Counter()
+        """Items not delivered by the stop deadline, written to the spool instead (the
+        summary counts them with the spool's ``spooled``)."""
         self.failed_by_reason: Counter[str] = Counter()
         """Of ``failed``, what the output says why (``failed_by_reason()``, if it has one:
         the OTLP/HTTP senders), as of its last write."""
@@ -223,9 +226,29 @@ class OutputStage:
             self._stopped = True
             left = Counter(self._in_flight)
             left.update(self._queued)
-            self.queue.take_all()
+            batches = self.queue.take_all()
             self._queued = Counter()
-            self.not_delivered.update(left)  # ``failed`` stays as before this batch
+        spooled = self._spool_left([batch for batch, _kinds in batches])
+        with self._lock:
+            self.spooled_at_stop.update(spooled)
+            left.subtract(spooled)
+            self.not_delivered.update(+left)  # ``failed`` stays as before this batch
+
+    def _spool_left(self, batches: list[list[Telemetry]]) -> Counter[str]:
+        """With a spool, what the output did not deliver by the deadline goes to it: the
+        requests in flight, then the batches queued (on this thread: the output's may be
+        stuck); the items spooled, by kind."""
+        output = self.output
+        if getattr(output, "spool", None) is None:
+            return Counter()
+        spooled: Counter[str] = Counter()
+        try:
+            spooled.update(output.spool_in_flight())  # type: ignore[attr-defined]
+            for batch in batches:
+                spooled.update(output.spool_batch(batch))  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001 - the rest is counted as not delivered
+            pass
+        return spooled
 
     def counts(self) -> tuple[int, Counter[str]]:
         """Batches queued, and the items queued or in flight by kind."""
@@ -253,6 +276,7 @@ class OutputStage:
                 parts.append(f"{_items(kinds)} dropped ({reason})")
         if not_delivered:
             parts.append(f"{_items(not_delivered)} not delivered: {NOT_DELIVERED}")
+
         spool = getattr(self.output, "spool", None)
         if isinstance(spool, Spool):
             parts += spool_parts(spool)

@@ -4,7 +4,9 @@
 """A bounded queue on disk for OTLP requests the collector did not take (``--spool DIR``).
 
 A request the output could not deliver (no answer, or 429/502/503/504, after its retries;
-or the request's deadline) is written to DIR as one segment file, the encoded request as
+or the request's deadline; or, at stop, what the output had not delivered by ``--stop-timeout``:
+the requests in flight and the batches queued) is written to DIR as one segment file, the
+encoded request as
 it would have been posted (before compression), and re-sent, oldest first, from the
 output's thread once the collector takes a request again; a reader started with the same
 DIR resumes them. An answer that is not retried (a 400) is not spooled: the collector
@@ -29,8 +31,9 @@ a killed writer are deleted).
 
 **At least once.** A segment is deleted only after the collector took it; a request that
 was taken but whose answer was lost (the connection cut after the collector read it, the
-reader killed between the answer and the delete) is sent again: the collector may see
-those records twice. Records are not re-sent in order with live ones: a new batch goes
+reader killed between the answer and the delete; a request in flight at the stop deadline,
+spooled, that the collector then took before the process exited) is sent again: the
+collector may see those records twice. Records are not re-sent in order with live ones: a new batch goes
 first, then the spool drains.
 """
 

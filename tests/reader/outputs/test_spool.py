@@ -12,6 +12,8 @@ import os
 import socket
 import stat
 import struct
+import threading
+import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -237,3 +239,26 @@ def test_the_spool_needs_the_otlp_http_senders(tmp_path: Path) -> None:
     output = ExporterOutput("console")
     with pytest.raises(ValueError, match="--exporter otlp_proto_http"):
         output.use_spool(Spool(str(tmp_path / "spool"), 1 << 20))
+
+
+def test_what_is_not_delivered_at_the_stop_deadline_is_spooled_for_the_next_reader(
+    collector: Callable[..., RawServer], tmp_path: Path
+) -> None:
+    """A collector that reads each request and never answers: at the stop deadline the
+    request in flight and the batches queued go to the spool, not to 'not delivered'."""
+    stuck = threading.Event()
+
+    def never(connection: socket.socket, request: int) -> None:
+        stuck.wait(120)
+
+    server = collector(never, timeout=600)
+    stage, spool = _stage(tmp_path / "spool", server)
+    for _ in range(3):
+        stage.write(_records())
+    assert wait_until(lambda: server.requests >= 1, 60)
+    stage.stop_by(time.monotonic() + 0.5)
+    stage.close()
+    stuck.set()
+    assert not stage.not_delivered
+    assert spool.spooled == {"spans": 6, "logs": 6} and spool.counts()[0] == 6
+    assert "6 spans and 6 logs spooled (the collector did not take them in time)" in stage.parts()
