@@ -31,10 +31,10 @@ a killed writer are deleted).
 
 **At least once.** A segment is deleted only after the collector took it; a request that
 was taken but whose answer was lost (the connection cut after the collector read it, the
-reader killed between the answer and the delete; a request in flight at the stop deadline,
-spooled, that the collector then took before the process exited) is sent again: the
-collector may see those records twice. Records are not re-sent in order with live ones: a new batch goes
-first, then the spool drains.
+reader killed between the answer and the delete; a request in flight at the stop
+deadline, spooled, that the collector then took before the process exited) is sent again:
+the collector may see those records twice. Records are not re-sent in order with live
+ones: a new batch goes first, then the spool drains.
 """
 
 from __future__ import annotations
