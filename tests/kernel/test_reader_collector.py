@@ -6,7 +6,8 @@ protobuf to rotel (an OpenTelemetry collector, ``rotel-agent`` of the ``rotel`` 
 whose own OTLP exporter posts to a sink in this test; every span, log and metric point
 several apps wrote arrives at the sink equal to the apps' own OTLP encoding, each with its
 resource and scope (the collector may regroup them), with and without gzip between the
-reader and the collector.
+reader and the collector; and with ``--spool``, nothing is lost when the collector is down
+for a minute while apps write, nor when the reader is SIGKILLed during the outage.
 
 rotel is a test requirement (.ci/run installs it): where it is missing the test fails and
 says so, it does not skip."""
@@ -18,11 +19,14 @@ import gzip
 import http.server
 import importlib.util
 import json
+import re
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import threading
+import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -148,40 +152,61 @@ def sink() -> Iterator[Sink]:
     server.close()
 
 
-@pytest.fixture
-def collector(sink: Sink, tmp_path: Path) -> Iterator[str]:
+class Rotel:
     """rotel, taking OTLP/HTTP on 127.0.0.1 and exporting OTLP/HTTP to the sink, batching
-    for at most 200 ms; its OTLP/HTTP endpoint."""
-    http_port, grpc_port = _free_port(), _free_port()
-    log = tmp_path / "rotel.log"
-    process = subprocess.Popen(
-        [rotel_agent(), "start",
-         "--otlp-http-endpoint", f"127.0.0.1:{http_port}",
-         "--otlp-grpc-endpoint", f"127.0.0.1:{grpc_port}",
-         "--exporter", "otlp", "--otlp-exporter-endpoint", sink.url,
-         "--otlp-exporter-protocol", "http", "--batch-timeout", "200ms",
-         "--log-file", str(log)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+    for at most 200 ms; started again on the same ports after a kill."""
 
-    def listening() -> bool:
-        assert process.poll() is None, process.communicate()[0]
-        try:
-            socket.create_connection(("127.0.0.1", http_port), timeout=1).close()
-        except OSError:
-            return False
-        return True
+    def __init__(self, sink: Sink, log: Path) -> None:
+        self.sink, self.log = sink, log
+        self.http_port, self.grpc_port = _free_port(), _free_port()
+        self.url = f"http://127.0.0.1:{self.http_port}"
+        self.process: subprocess.Popen[str] | None = None
 
-    try:
+    def start(self) -> None:
+        process = self.process = subprocess.Popen(
+            [rotel_agent(), "start",
+             "--otlp-http-endpoint", f"127.0.0.1:{self.http_port}",
+             "--otlp-grpc-endpoint", f"127.0.0.1:{self.grpc_port}",
+             "--exporter", "otlp", "--otlp-exporter-endpoint", self.sink.url,
+             "--otlp-exporter-protocol", "http", "--batch-timeout", "200ms",
+             "--log-file", str(self.log)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+
+        def listening() -> bool:
+            assert process.poll() is None, process.communicate()[0]
+            try:
+                socket.create_connection(("127.0.0.1", self.http_port), timeout=1).close()
+            except OSError:
+                return False
+            return True
+
         assert wait_until(listening, 60), "rotel did not listen within 60 s"
-        yield f"http://127.0.0.1:{http_port}"
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.communicate()
+        self.process = None
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.process = None
+
+
+@pytest.fixture
+def collector(sink: Sink, tmp_path: Path) -> Iterator[Rotel]:
+    rotel = Rotel(sink, tmp_path / "rotel.log")
+    try:
+        rotel.start()
+        yield rotel
     finally:
-        process.terminate()
-        try:
-            process.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.communicate()
+        rotel.stop()
 
 
 def _metric_app(prefix: str, service: str) -> subprocess.Popen[str]:
@@ -195,7 +220,7 @@ def _metric_app(prefix: str, service: str) -> subprocess.Popen[str]:
 def test_every_record_reaches_a_real_collectors_exporter_as_the_apps_encoded_it(
     prefix, tmp_path, monkeypatch, sink, collector, compression
 ):
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.url)
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", compression)
     reader, _ = proc.reader(tmp_path, "--prefix", "*", "--exporter", "otlp_proto_http")
     results = []
@@ -234,3 +259,81 @@ def test_every_record_reaches_a_real_collectors_exporter_as_the_apps_encoded_it(
     assert mine("logs", "/v1/logs", want_logs) == want_logs
     assert mine_points() == want_points
     assert "not written" not in err and "dropped" not in err and "not delivered" not in err, err
+
+
+OUTAGE = 60.0
+"""Seconds the collector is down in the outage test (at least)."""
+
+
+def _all_of(requests: list[dict[str, Any]], kind: str) -> dict[str, str]:
+    """:func:`flatten`, but a record delivered twice (at least once) is kept once, and must
+    be the same each time."""
+    flat: dict[str, str] = {}
+    for request in requests:
+        for key, text in flatten([request], kind).items():
+            assert flat.setdefault(key, text) == text, key
+    return flat
+
+
+def _spooled_records(spool: Path) -> int:
+    """Spans and logs in the spool's segments, from their headers (the reader's format:
+    8-byte magic, version, kind, reserved, records)."""
+    total = 0
+    for segment in spool.glob("*.seg"):
+        with segment.open("rb") as file:
+            header = file.read(24)
+        if len(header) == 24 and header[:8] == b"OTUSPOOL" and header[9] in (1, 2):
+            total += int.from_bytes(header[12:16], "little")
+    return total
+
+
+def test_an_outage_and_a_killed_reader_lose_nothing_with_a_spool(
+    prefix, tmp_path, monkeypatch, sink, collector
+):
+    """The collector killed for :data:`OUTAGE` s while apps keep writing: their records
+    wait in the spool; the reader is SIGKILLed during the outage once they are spooled, and
+    the next one, with the same spool, spools more and, when the collector is back, sends
+    it all: every span and log arrives, as the apps encoded it."""
+    spool = tmp_path / "spool"
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.url)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "2")  # spooled 2 s after the outage
+    command = ("--prefix", "*", "--exporter", "otlp_proto_http", "--spool", str(spool))
+    reader, _ = proc.reader(tmp_path, *command)
+    results = [proc.finished(proc.app(f"{prefix}u0", f"{prefix}-outage-0"))]
+    want = lambda kind: flatten([r[kind] for r in results], kind)  # noqa: E731
+
+    def arrived() -> bool:
+        return all(
+            set(want(kind)) <= set(_all_of(sink.got(path), kind))
+            for kind, path in (("spans", "/v1/traces"), ("logs", "/v1/logs"))
+        )
+
+    assert wait_until(arrived, 120)  # the collector is up: straight through
+    collector.kill()
+    down = time.monotonic()
+    for n in (1, 2):  # written while the collector is down
+        results.append(proc.finished(proc.app(f"{prefix}u{n}", f"{prefix}-outage-{n}")))
+    assert wait_until(lambda: _spooled_records(spool) >= 26, 120), _spooled_records(spool)
+    reader.kill()  # SIGKILL: what it spooled is on disk
+    reader.communicate()
+    assert stat.S_IMODE(spool.stat().st_mode) == 0o700
+    assert {stat.S_IMODE(f.stat().st_mode) for f in spool.glob("*.seg")} == {0o600}
+
+    reader, _ = proc.reader(tmp_path, *command)  # the next reader, the same spool
+    results.append(proc.finished(proc.app(f"{prefix}u3", f"{prefix}-outage-3")))
+    assert wait_until(lambda: _spooled_records(spool) >= 39, 120), _spooled_records(spool)
+    time.sleep(max(0.0, OUTAGE - (time.monotonic() - down)))
+    collector.start()  # back, on the same port
+    came_back = time.monotonic()
+    assert wait_until(arrived, 180), "the spool was not sent within 180 s"
+    resent_in = time.monotonic() - came_back
+    err = proc.stop(reader)
+
+    for kind, path in (("spans", "/v1/traces"), ("logs", "/v1/logs")):
+        got = _all_of(sink.got(path), kind)
+        assert {k: got[k] for k in want(kind)} == want(kind)  # record by record
+    assert len(want("spans")) == 6 * 4 and len(want("logs")) == 7 * 4
+    assert list(spool.glob("*.seg")) == [], err
+    assert re.search(r"\d+ spans and \d+ logs re-sent from the spool", err), err
+    assert "not delivered" not in err and "not written" not in err, err
+    print(f"outage {came_back - down:.0f} s; the spool sent {resent_in:.0f} s after")
