@@ -285,13 +285,14 @@ class OutputStage:
 
 def spool_parts(spool: Spool) -> list[str]:
     """What the spool took, re-sent, dropped and holds."""
-    spooled, resent, dropped, damaged = spool.totals()
+    spooled, resent, dropped, unwritten, damaged = spool.totals()
     segments, size = spool.counts()
     parts = []
     for label, count in (
         ("spooled (the collector did not take them in time)", spooled),
         ("re-sent from the spool", resent),
         ("dropped (spool full: oldest first)", dropped),
+        ("dropped (the spool could not be written: disk full or I/O error)", unwritten),
     ):
         if count:
             parts.append(f"{_items(_kinds(count))} {label}")

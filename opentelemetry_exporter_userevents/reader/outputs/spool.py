@@ -88,6 +88,8 @@ class Spool:
         """Records dropped oldest first (the spool was full), or too large for it, by kind."""
         self.damaged = 0
         """Segments deleted unread: a header, length or checksum that did not match."""
+        self.unwritten: Counter[str] = Counter()
+        """Records whose segment could not be written (the disk full, an I/O error)."""
         self._sizes: dict[int, int] = {}
         self._bytes = 0
         _private_directory(directory)
@@ -128,17 +130,21 @@ class Spool:
             name = f"{number:016d}.seg"
             temporary = f".{name}.tmp"
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-            fd = os.open(temporary, flags, 0o600, dir_fd=self._fd)
             try:
-                os.write(fd, header)
-                view = memoryview(payload)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.rename(temporary, name, src_dir_fd=self._fd, dst_dir_fd=self._fd)
-            os.fsync(self._fd)
+                fd = os.open(temporary, flags, 0o600, dir_fd=self._fd)
+                try:
+                    view = memoryview(header + payload)
+                    while view:
+                        view = view[os.write(fd, view) :]
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                os.rename(temporary, name, src_dir_fd=self._fd, dst_dir_fd=self._fd)
+                os.fsync(self._fd)
+            except OSError:
+                _unlink(self._fd, temporary)
+                self.unwritten[kind] += records
+                return False
             self._sizes[number] = size
             self._bytes += size
             self.spooled[kind] += records
@@ -163,10 +169,16 @@ class Spool:
                 _unlink(self._fd, f"{segment.number:016d}.seg")
             self.resent[segment.kind] += resent
 
-    def totals(self) -> tuple[Counter[str], Counter[str], Counter[str], int]:
-        """Copies of ``spooled``, ``resent``, ``dropped`` and ``damaged``."""
+    def totals(self) -> tuple[Counter[str], Counter[str], Counter[str], Counter[str], int]:
+        """Copies of ``spooled``, ``resent``, ``dropped``, ``unwritten`` and ``damaged``."""
         with self._lock:
-            return Counter(self.spooled), Counter(self.resent), Counter(self.dropped), self.damaged
+            return (
+                Counter(self.spooled),
+                Counter(self.resent),
+                Counter(self.dropped),
+                Counter(self.unwritten),
+                self.damaged,
+            )
 
     def counts(self) -> tuple[int, int]:
         """Segments and bytes in the spool."""

@@ -262,3 +262,20 @@ def test_what_is_not_delivered_at_the_stop_deadline_is_spooled_for_the_next_read
     assert not stage.not_delivered
     assert spool.spooled == {"spans": 6, "logs": 6} and spool.counts()[0] == 6
     assert "6 spans and 6 logs spooled (the collector did not take them in time)" in stage.parts()
+
+
+def test_a_segment_that_cannot_be_written_is_counted_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spool = Spool(str(tmp_path / "spool"), 1 << 20)
+    real_write = os.write
+
+    def full(fd: int, data: bytes | memoryview) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full)
+    assert not spool.put("logs", 5, b"payload")
+    monkeypatch.setattr(os, "write", real_write)
+    assert spool.unwritten == {"logs": 5} and spool.counts() == (0, 0)
+    assert list((tmp_path / "spool").iterdir()) == []  # no temporary file left
+    assert spool.put("logs", 1, b"next")  # and the spool goes on
