@@ -22,7 +22,9 @@ or the request in flight); a power cut, the same, plus at most the segment being
 
 **Bounds.** The segments' bytes stay within ``max_bytes`` (``--spool-max-mb``): to make
 room for a new segment the oldest are deleted, their records counted as dropped (``spool
-full``); a request larger than the bound alone is dropped the same way. A segment is read
+full``); a request larger than the bound alone is dropped the same way; so are the oldest
+past :data:`MAX_SEGMENTS` segments (a directory of many tiny files is read a name at a
+time, never listed whole). A segment is read
 only after its size is checked (:data:`MAX_SEGMENT` at most, the header's length equal to
 the rest of the file) and its checksum matched; a segment that fails any check (a torn
 write, a hostile file: the spool is read back as root) is deleted and counted as damaged,
@@ -56,6 +58,9 @@ KINDS = {1: "spans", 2: "logs", 3: "metrics"}
 KIND_CODES = {kind: code for code, kind in KINDS.items()}
 MAX_SEGMENT = 64 * 1024 * 1024 + HEADER.size
 """Bytes of a segment at most: the exporter's default ``max_request_size``, and its header."""
+MAX_SEGMENTS = 65536
+"""Segments held at most (the reader keeps each one's number and size in memory); past it,
+the oldest are dropped as when the bytes' bound is reached."""
 _NAME = re.compile(r"^([0-9]{16})\.seg$")
 _TEMPORARY = re.compile(r"^\.([0-9]{16})\.seg\.tmp$")
 
@@ -94,7 +99,8 @@ class Spool:
         self._bytes = 0
         _private_directory(directory)
         self._fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        for name in os.listdir(directory):
+        for entry in os.scandir(directory):
+            name = entry.name
             if _TEMPORARY.match(name):
                 _unlink(directory, name)  # a killed writer's, never renamed: not a segment
                 continue
@@ -110,6 +116,8 @@ class Spool:
                 continue
             self._sizes[int(found[1])] = info.st_size
             self._bytes += info.st_size
+            if len(self._sizes) >= 2 * MAX_SEGMENTS:
+                self._make_room(0)  # at most twice the bound while reading the names
         self._next = max(self._sizes, default=0) + 1
         with self._lock:
             self._make_room(0)
@@ -218,7 +226,9 @@ class Spool:
         return Segment(number, KINDS[code], records, payload)
 
     def _make_room(self, size: int) -> None:
-        while self._sizes and self._bytes + size > self.max_bytes:
+        while self._sizes and (
+            self._bytes + size > self.max_bytes or len(self._sizes) + (size > 0) > MAX_SEGMENTS
+        ):
             number = min(self._sizes)
             kind, records = self._header(number)
             self._forget(number)

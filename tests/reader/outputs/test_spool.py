@@ -279,3 +279,21 @@ def test_a_segment_that_cannot_be_written_is_counted_and_leaves_nothing(
     assert spool.unwritten == {"logs": 5} and spool.counts() == (0, 0)
     assert list((tmp_path / "spool").iterdir()) == []  # no temporary file left
     assert spool.put("logs", 1, b"next")  # and the spool goes on
+
+
+def test_a_spool_of_many_tiny_segments_is_held_to_its_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from opentelemetry_exporter_userevents.reader.outputs import spool as spool_module  # noqa: PLC0415
+
+    monkeypatch.setattr(spool_module, "MAX_SEGMENTS", 8)
+    directory = tmp_path / "spool"
+    directory.mkdir(mode=0o700)
+    for n in range(1, 41):  # a hostile directory: 40 segments of one record each
+        (directory / f"{n:016d}.seg").write_bytes(_segment(1, 1, b""))
+    spool = Spool(str(directory), 1 << 30)
+    assert spool.counts()[0] == 8 and spool.dropped == {"spans": 32}
+    oldest = spool.oldest()
+    assert oldest is not None and oldest.number == 33  # the oldest went first
+    assert spool.put("logs", 1, b"x") and spool.counts()[0] == 8
+    assert len(list(directory.iterdir())) == 8
