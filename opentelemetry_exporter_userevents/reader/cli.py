@@ -218,6 +218,22 @@ def parser() -> argparse.ArgumentParser:
         "output for at most SECONDS (default 10, within systemd's 30-s stop timeout), then "
         "count what was not delivered and exit, even if the output is stuck",
     )
+    rec.add_argument(
+        "--spool",
+        metavar="DIR",
+        help="with --exporter otlp_proto_http: keep the requests the collector did not take "
+        "(no answer, or 429/502/503/504, after the retries) in DIR (created 0700, files "
+        "0600), re-send them oldest first when it takes requests again, and resume them at "
+        "the next start with the same DIR. Delivery is at least once",
+    )
+    rec.add_argument(
+        "--spool-max-mb",
+        type=_positive,
+        default=256,
+        metavar="MB",
+        help="bytes the spool holds at most, in MiB (default 256); past it the oldest "
+        "requests are dropped, counted in the summary",
+    )
     rec.add_argument("--rescan-interval", type=float, default=0.5, help=argparse.SUPPRESS)
     rec.add_argument("--resource-wait", type=float, default=11.0, help=argparse.SUPPRESS)
     rec.add_argument("--ready-file", help=argparse.SUPPRESS)

@@ -10,11 +10,9 @@ registers the apps' tracepoints: they and the reader do, as in production."""
 
 from __future__ import annotations
 
-import fcntl
 import re
 import signal
 import socket
-import struct
 import subprocess
 import threading
 import time
@@ -24,21 +22,17 @@ import pytest
 
 from tests.support import reader_process as proc
 from tests.support.kernel_support import wait_until
+from tests.support.loopback import bring_loopback_up
 
 pytestmark = pytest.mark.kernel
 
 APPS = 3
 STOP_TIMEOUT = 5.0
-_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 
 
 @pytest.fixture(autouse=True)
 def loopback_up() -> None:
-    """The guest boots with ``lo`` down: up, so that 127.0.0.1 answers (or refuses)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        request = struct.pack("16sh22x", b"lo", 0)
-        flags = struct.unpack_from("16sh", fcntl.ioctl(sock, _SIOCGIFFLAGS, request))[1]
-        fcntl.ioctl(sock, _SIOCSIFFLAGS, struct.pack("16sh22x", b"lo", flags | _IFF_UP))
+    bring_loopback_up()
 
 
 class Dribbler:

@@ -31,8 +31,9 @@ from opentelemetry_exporter_userevents.reader.commands.common import (
 from opentelemetry_exporter_userevents.reader.decode.decoder import TraceRecord
 from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.reader.live.trace_reader import TraceReader
-from opentelemetry_exporter_userevents.reader.outputs.output import Output
+from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutput, Output
 from opentelemetry_exporter_userevents.reader.outputs.output_stage import OutputStage
+from opentelemetry_exporter_userevents.reader.outputs.spool import Spool
 from opentelemetry_exporter_userevents.reader.private_file import open_private
 from opentelemetry_exporter_userevents.reader.terminal_text import printable
 from opentelemetry_exporter_userevents.reader.views.kernel_events import KernelEvents, parse_groups
@@ -64,7 +65,12 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return capture(args, reader, tracefs, err)
     groups = parse_groups(args.kernel) if args.kernel else None
     workers = workers_of(args)
-    output = OutputStage(output_of(args, out, workers), args.stop_timeout)
+    destination = output_of(args, out, workers)
+    if args.spool is not None:
+        if not isinstance(destination, ExporterOutput):
+            raise ValueError("--spool keeps OTLP/HTTP requests: use it with --exporter")
+        destination.use_spool(Spool(args.spool, args.spool_max_mb * 1024 * 1024))
+    output = OutputStage(destination, args.stop_timeout)
     views: ProcessViews | None = None
     if not args.no_resource_detection:
         views, notes = live_views()

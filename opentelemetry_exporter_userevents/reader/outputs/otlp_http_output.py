@@ -37,12 +37,14 @@ import logging
 import os
 import ssl
 import urllib.request
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint, metrics_data
 from opentelemetry_exporter_userevents.reader.outputs import otlp_proto_direct
 from opentelemetry_exporter_userevents.reader.outputs.otlp_http_post import Poster
+from opentelemetry_exporter_userevents.reader.outputs.spool import Segment, Spool
 
 _logger = logging.getLogger(__name__)
 
@@ -54,6 +56,11 @@ _EXPORTERS = {
 _DEFAULT_MAX_REQUEST_SIZE = 64 * 1024 * 1024
 _INTERNAL_METRICS = "OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED"
 _SIGNAL = {"spans": "TRACES", "logs": "LOGS", "metrics": "METRICS"}
+
+MAX_REASONS = 8
+"""Distinct reasons a sender counts its failed records by, and the summary names (a
+collector's messages vary); past this many, records count under :data:`OTHER_REASONS`."""
+OTHER_REASONS = "other reasons"
 
 Encode = Callable[[Sequence[Any], otlp_proto_direct.RequestCache], tuple[bytes | None, int]]
 
@@ -68,6 +75,22 @@ class DirectSender:
         self._encode = encode
         self._kind = kind
         self._cache = otlp_proto_direct.RequestCache()
+        self.failed_by_reason: Counter[str] = Counter()
+        """Records not delivered, by why: an answer (``HTTP 400 Bad Request: message``),
+        none after the retries, a ``partial_success`` rejection (``rejected by the
+        collector: message``); at most :data:`MAX_REASONS` reasons."""
+
+        self.spool: Spool | None = None
+        """Where requests the collector may take later go (``--spool``)."""
+        self.taken = False
+        """Whether the last request was taken (the collector answers: drain the spool)."""
+        self.in_flight: tuple[bytes, int] | None = None
+        """The request being posted and its records (spooled at stop if still there)."""
+
+    def _count(self, reason: str, records: int) -> None:
+        if reason not in self.failed_by_reason and len(self.failed_by_reason) >= MAX_REASONS:
+            reason = OTHER_REASONS
+        self.failed_by_reason[reason] += records
 
     def send(self, records: Sequence[Any]) -> int:
         """Post one request of ``records``; how many were not delivered (never raises)."""
@@ -75,6 +98,7 @@ class DirectSender:
             data, failed = self._encode(records, self._cache)
         except Exception:  # noqa: BLE001 - a checked value the encoding still refused
             _logger.exception("Failed to encode %s batch", self._kind)
+            self._count("the encoder failed", len(records))
             return len(records)
         if data is None:
             return failed
@@ -85,10 +109,61 @@ class DirectSender:
                 len(data),
                 self._max_request_size,
             )
+            self._count("larger than the exporter's max_request_size", len(records))
             return len(records)
-        if not self._poster.post(data):
-            return len(records)  # the poster logged why
-        return failed
+        self.in_flight = (data, len(records) - failed)
+        delivery = self._poster.deliver(data)  # the poster logged what went wrong
+        self.in_flight = None
+        self.taken = delivery.taken
+        if not delivery.taken:
+            if delivery.later and self.spool is not None:
+                self.spool.put(self._kind, len(records) - failed, data)  # or counted dropped
+                return failed
+            self._count(delivery.reason or "not taken", len(records))
+            return len(records)
+        rejected = min(delivery.rejected, len(records) - failed)
+        if rejected:
+            message = f": {delivery.message}" if delivery.message else ""
+            self._count(f"rejected by the collector{message}", rejected)
+        return failed + rejected
+
+    def spool_records(self, records: Sequence[Any]) -> int:
+        """At stop, on the stopping thread: ``records`` encoded (a cache of its own: the
+        output's thread may still use its own) and spooled; how many were spooled."""
+        if self.spool is None:
+            return 0
+        try:
+            data, failed = self._encode(records, otlp_proto_direct.RequestCache())
+        except Exception:  # noqa: BLE001 - counted as not delivered by the stage
+            return 0
+        if data is None or not self.spool.put(self._kind, len(records) - failed, data):
+            return 0
+        return len(records) - failed
+
+    def spool_in_flight(self) -> int:
+        """At stop: the request still being posted, spooled (the collector may have taken
+        it already: then it is sent twice); its records spooled."""
+        in_flight = self.in_flight
+        if self.spool is None or in_flight is None:
+            return 0
+        data, records = in_flight
+        return records if self.spool.put(self._kind, records, data) else 0
+
+    def resend(self, segment: Segment) -> tuple[bool, int]:
+        """Post a spooled request again: whether the collector answered (the segment is
+        done with: taken, or refused for good, counted), and its records not delivered."""
+        delivery = self._poster.deliver(segment.payload)
+        self.taken = delivery.taken
+        if not delivery.taken:
+            if delivery.later:
+                return False, 0  # stays in the spool
+            self._count(delivery.reason or "not taken", segment.records)
+            return True, segment.records
+        rejected = min(delivery.rejected, segment.records)
+        if rejected:
+            message = f": {delivery.message}" if delivery.message else ""
+            self._count(f"rejected by the collector{message}", rejected)
+        return True, rejected
 
     def close(self) -> None:
         self._poster.close()

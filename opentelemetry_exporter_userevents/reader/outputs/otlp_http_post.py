@@ -13,6 +13,14 @@ are read (past that the connection is closed, unread). Retries are the exporter'
 honoured, none past the deadline; other answers are not retried. One connection is kept
 for the next request when its answer was read whole. The name lookup (``getaddrinfo``)
 cannot be cut: the resolver's own timeouts bound it.
+
+As the OTLP specification says ("OTLP/HTTP Response"): only a 2xx answer is a success (a
+redirect is not followed, and is a failure); a 2xx answer's ``partial_success`` (the
+``Export*ServiceResponse`` of the signal, read from the capped body) names the records the
+collector rejected (``rejected_spans``, ``rejected_log_records``, ``rejected_data_points``)
+and why (``error_message``); a 4xx other than 429 is not retried, and the ``message`` of
+its ``google.rpc.Status`` body says why. :meth:`Poster.deliver` returns all of it, for the
+output to count by reason.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ import zlib
 from collections.abc import Callable, Mapping
 from datetime import timezone
 from email.utils import parsedate_to_datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 _logger = logging.getLogger(__name__)
@@ -45,6 +53,9 @@ RETRYABLE = frozenset({429, 502, 503, 504})
 _DEADLINE = "the request's deadline passed"
 JITTER = 0.2
 """Each backoff (1, 2, 4... s) is multiplied by a random factor within 1 ± this."""
+MAX_MESSAGE = 120
+"""Characters of a collector's message kept (a reason in the summary); the rest is cut and
+what cannot be printed is replaced."""
 
 
 class Answer(NamedTuple):
@@ -53,6 +64,27 @@ class Answer(NamedTuple):
     reason: str
     retry_after: float | None
     error: str | None
+    body: bytes = b""
+    """The answer's body, if it was read whole (at most :data:`MAX_RESPONSE_BODY` bytes)."""
+
+
+class Delivery(NamedTuple):
+    """What became of one request."""
+
+    taken: bool
+    """A 2xx answer: the collector took the request (less ``rejected``)."""
+    reason: str | None = None
+    """Why it was not taken (an answer, or none after the retries), for the summary."""
+    rejected: int = 0
+    """Taken, but this many records rejected (``partial_success``)."""
+    message: str = ""
+    """The partial success's ``error_message`` (printable, at most :data:`MAX_MESSAGE`)."""
+    later: bool = False
+    """Not taken, but the collector may take it later: no answer, or a retryable one, after
+    the retries; or the deadline (a spool keeps such requests)."""
+
+
+_REJECTED = {"spans": "rejected_spans", "logs": "rejected_log_records"}
 
 
 class Poster:
@@ -88,8 +120,12 @@ class Poster:
         self._connection: http.client.HTTPConnection | None = None
 
     def post(self, data: bytes) -> bool:
-        """Post ``data`` (compressed here) until it is taken or the deadline; whether it was
-        taken. Never raises; failures are logged as the exporter's client logs them."""
+        """Post ``data`` until it is taken or the deadline; whether it was taken."""
+        return self.deliver(data).taken
+
+    def deliver(self, data: bytes) -> Delivery:
+        """Post ``data`` (compressed here) until it is taken or the deadline; what became
+        of it. Never raises; failures are logged as the exporter's client logs them."""
         if self.compression == "gzip":
             data = gzip.compress(data)
         elif self.compression == "deflate":
@@ -97,8 +133,8 @@ class Poster:
         deadline = time.monotonic() + self.timeout
         for attempt in range(MAX_ATTEMPTS):
             answer = self._attempt(data, deadline)
-            if answer.status is not None and 200 <= answer.status < 400:
-                return True
+            if answer.status is not None and 200 <= answer.status < 300:
+                return self._partial_success(answer.body)
             retryable = answer.status in RETRYABLE if answer.status else answer.error is not None
             if not retryable:
                 _logger.error(
@@ -107,7 +143,7 @@ class Poster:
                     answer.status,
                     answer.reason or answer.error or "unknown",
                 )
-                return False
+                return Delivery(False, _refused(answer), later=answer.reason == _DEADLINE)
             backoff = 2**attempt * random.uniform(1 - JITTER, 1 + JITTER)
             if answer.retry_after is not None:
                 backoff = answer.retry_after
@@ -117,7 +153,8 @@ class Poster:
                     self.kind,
                     answer.status or answer.error,
                 )
-                return False
+                last = f"HTTP {answer.status}" if answer.status else _no_answer(answer.error)
+                return Delivery(False, f"{last} after {attempt + 1} attempts", later=True)
             _logger.warning(
                 "Transient error %s encountered while exporting %s batch, retrying in %.2fs.",
                 answer.status or answer.error,
@@ -125,7 +162,24 @@ class Poster:
                 backoff,
             )
             self.sleep(backoff)
-        return False  # not reached: the last attempt returns
+        return Delivery(False, "not sent")  # not reached: the last attempt returns
+
+    def _partial_success(self, body: bytes) -> Delivery:
+        """A 2xx answer: taken, less what its ``partial_success`` says was rejected."""
+        if not body:
+            return Delivery(True)
+        try:
+            response = _response_type(self.kind).FromString(body)
+        except Exception:  # noqa: BLE001 - not the signal's response: a 2xx is a success
+            return Delivery(True)
+        partial = response.partial_success
+        rejected = getattr(partial, _REJECTED.get(self.kind, "rejected_data_points"), 0)
+        message = _printable(partial.error_message)
+        if rejected or message:
+            _logger.warning(
+                "The collector rejected %d of a %s batch: %s", rejected, self.kind, message
+            )
+        return Delivery(True, None, max(int(rejected), 0), message)
 
     def _attempt(self, data: bytes, deadline: float) -> Answer:
         """One request (again at once on a new connection, if a kept one was stale)."""
@@ -156,8 +210,10 @@ class Poster:
             whole = not (
                 length is not None and length.isdigit() and int(length) > MAX_RESPONSE_BODY
             )
+            body = b""
             if whole:
-                whole = len(response.read(MAX_RESPONSE_BODY + 1)) <= MAX_RESPONSE_BODY
+                body = response.read(MAX_RESPONSE_BODY + 1)
+                whole = len(body) <= MAX_RESPONSE_BODY
             if cut.is_set():  # an answer cut short may look whole: it is not one
                 connection.close()
                 return Answer(None, _DEADLINE, None, None)
@@ -165,7 +221,7 @@ class Poster:
                 self._connection = connection  # read whole: the next request may use it
             else:
                 connection.close()
-            return Answer(status, reason, retry_after, None)
+            return Answer(status, reason, retry_after, None, body if whole else b"")
         except Exception as error:  # noqa: BLE001 - anything the peer did: no answer
             connection.close()
             if cut.is_set():
@@ -197,6 +253,54 @@ def _cut(connection: http.client.HTTPConnection, cut: threading.Event) -> None:
             socket.socket.shutdown(sock, socket.SHUT_RDWR)
         except OSError:
             pass
+
+
+def _response_type(kind: str) -> Any:
+    """The signal's ``Export*ServiceResponse`` (opentelemetry-proto, the reader extra's)."""
+    if kind == "spans":
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2  # noqa: PLC0415
+
+        return trace_service_pb2.ExportTraceServiceResponse
+    if kind == "logs":
+        from opentelemetry.proto.collector.logs.v1 import logs_service_pb2  # noqa: PLC0415
+
+        return logs_service_pb2.ExportLogsServiceResponse
+    from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2  # noqa: PLC0415
+
+    return metrics_service_pb2.ExportMetricsServiceResponse
+
+
+def _refused(answer: Answer) -> str:
+    """Why an answer that is not retried was not a success: its status, and the message of
+    its ``google.rpc.Status`` body if it has one."""
+    if answer.status is None:
+        return _no_answer(answer.error) if answer.error else answer.reason or "no answer"
+    reason = f"HTTP {answer.status} {_printable(answer.reason)}".rstrip()
+    if 300 <= answer.status < 400:
+        return reason + " (redirects are not followed)"
+    message = ""
+    if answer.body:
+        try:
+            from google.rpc import status_pb2  # type: ignore[import-untyped]  # noqa: PLC0415
+
+            message = _printable(status_pb2.Status.FromString(answer.body).message)
+        except Exception:  # noqa: BLE001 - not a Status: the status line says enough
+            message = ""
+    return f"{reason}: {message}" if message else reason
+
+
+def _no_answer(error: str | None) -> str:
+    """A connection error by its kind (``ConnectionRefusedError``), not its varying text."""
+    return "no answer (" + (error or "unknown").split(":", 1)[0] + ")"
+
+
+def _printable(text: str) -> str:
+    """A collector's text for the summary: at most :data:`MAX_MESSAGE` characters, each
+    one the terminal prints as itself (controls and format characters replaced)."""
+    text = text[: MAX_MESSAGE + 1]
+    cut = len(text) > MAX_MESSAGE
+    text = "".join(c if c.isprintable() else "?" for c in text[:MAX_MESSAGE])
+    return text + "..." if cut else text
 
 
 def _retry_after(value: str | None) -> float | None:

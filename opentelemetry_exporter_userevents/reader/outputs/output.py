@@ -11,6 +11,7 @@ spans and logs as SDK objects; OTLP/JSON does not: it writes checked records str
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from importlib.metadata import entry_points
 from typing import Any, Protocol, TextIO
@@ -27,6 +28,7 @@ from opentelemetry_exporter_userevents.reader.outputs import (
     otlp_json_direct,
 )
 from opentelemetry_exporter_userevents.reader.outputs.grouping import EncodedCache
+from opentelemetry_exporter_userevents.reader.outputs.spool import Spool
 from opentelemetry_exporter_userevents.reader.outputs.tree_view import TreeView
 
 
@@ -155,6 +157,8 @@ class ExporterOutput:
             raise ValueError(f"no exporter named {name!r}; installed: {', '.join(known)}")
         self.failed = 0
         """Spans and logs the exporters did not take."""
+        self.spool: Spool | None = None
+        self._not_sent: list[Telemetry] = []
         self._direct_spans = otlp_http_output.direct_sender(self.spans, "spans") if direct else None
         self._direct_logs = otlp_http_output.direct_sender(self.logs, "logs") if direct else None
         self._direct_metrics = (
@@ -167,6 +171,8 @@ class ExporterOutput:
 
     def write(self, items: Sequence[Telemetry]) -> None:
         joined = [i for i in items if type(i) is JoinedRecord]
+        if self.spool is not None:
+            self._not_sent = list(items)  # spooled at stop, if this write is still under way
         if joined:
             spans_joined = [i for i in joined if type(i.checked) is CheckedSpan]
             logs_joined = [i for i in joined if type(i.checked) is not CheckedSpan]
@@ -176,6 +182,9 @@ class ExporterOutput:
             ):
                 if not records or exporter is None:
                     continue
+                if self.spool is not None:
+                    sending = {id(i) for i in records}
+                    self._not_sent = [i for i in self._not_sent if id(i) not in sending]
                 self.failed += len(records) if sender is None else sender.send(records)
         spans, logs = _split(items)
         for exporter, batch in ((self.spans, spans), (self.logs, logs)):
@@ -188,6 +197,7 @@ class ExporterOutput:
             if getattr(result, "name", None) != "SUCCESS":
                 self.failed += len(batch)
         points = _metric_points(items)
+        self._not_sent = []
         if self._direct_metrics is not None and points:
             self.failed += self._direct_metrics.send(points)
         elif self.metrics is not None and points:
@@ -197,6 +207,94 @@ class ExporterOutput:
                 result = None
             if getattr(result, "name", None) != "SUCCESS":
                 self.failed += len(points)
+        if self.spool is not None and any(s is not None and s.taken for s in self._senders()):
+            self._drain()  # the collector takes requests again
+
+    def use_spool(self, spool: Spool) -> None:
+        """Requests the collector may take later go to ``spool`` (:mod:`.spool`), re-sent
+        when it takes one again; only requests the direct senders post can be spooled."""
+        senders = [s for s in self._senders() if s is not None]
+        if not senders or self.sdk_objects:
+            raise ValueError(
+                f"--spool keeps OTLP/HTTP requests: it needs --exporter otlp_proto_http "
+                f"(not {self.name!r}, or an exporter configured beyond what the reader posts)"
+            )
+        self.spool = spool
+        for sender in senders:
+            sender.spool = spool
+
+    def _senders(self) -> tuple[otlp_http_output.DirectSender | None, ...]:
+        return (self._direct_spans, self._direct_logs, self._direct_metrics)
+
+    def spool_batch(self, items: Sequence[Telemetry]) -> Counter[str]:
+        """At stop, on the stopping thread: a batch the output did not get to, spooled;
+        its items spooled, by kind (as the output stage counts them)."""
+        spooled: Counter[str] = Counter()
+        joined = [i for i in items if type(i) is JoinedRecord]
+        spans = [i for i in joined if type(i.checked) is CheckedSpan]
+        logs = [i for i in joined if type(i.checked) is not CheckedSpan]
+        points = _metric_points(items)
+        for kind, sender, records in (
+            ("spans", self._direct_spans, spans),
+            ("logs", self._direct_logs, logs),
+            ("metric points", self._direct_metrics, points),
+        ):
+            if sender is not None and records:
+                spooled[kind] += sender.spool_records(records)
+        return spooled
+
+    def spool_in_flight(self) -> Counter[str]:
+        """At stop: the requests being posted, and what the write under way has not sent
+        yet, spooled; their items, by kind."""
+        spooled = self.spool_batch(self._not_sent)
+        for kind, sender in (
+            ("spans", self._direct_spans),
+            ("logs", self._direct_logs),
+            ("metric points", self._direct_metrics),
+        ):
+            if sender is not None:
+                spooled[kind] += sender.spool_in_flight()
+        return spooled
+
+    def idle(self) -> None:
+        """Nothing to write: try the spool's oldest requests (on the output's thread)."""
+        self._drain()
+
+    def _drain(self) -> None:
+        """Re-send spooled requests, oldest first, until one is not taken."""
+        spool = self.spool
+        if spool is None:
+            return
+        senders = {
+            "spans": self._direct_spans,
+            "logs": self._direct_logs,
+            "metrics": self._direct_metrics,
+        }
+        while (segment := spool.oldest()) is not None:
+            sender = senders.get(segment.kind)
+            if sender is None:  # spooled by a reader that had this signal's exporter
+                self.failed += segment.records
+                spool.remove(segment, 0)
+                continue
+            done, failed = sender.resend(segment)
+            if not done:
+                return
+            self.failed += failed
+            spool.remove(segment, segment.records - failed)
+
+    def failed_by_reason(self) -> Counter[str]:
+        """Records the direct senders did not deliver, by why (on the output's thread): the
+        most common :data:`~.otlp_http_output.MAX_REASONS` reasons, the rest together."""
+        reasons: Counter[str] = Counter()
+        for sender in self._senders():
+            if sender is not None:
+                reasons.update(sender.failed_by_reason)
+        kept: Counter[str] = Counter()
+        for reason, count in reasons.most_common():
+            if len(kept) >= otlp_http_output.MAX_REASONS and reason not in kept:
+                reason = otlp_http_output.OTHER_REASONS
+            kept[reason] += count
+        return kept
 
     def close(self) -> None:
         for sender in (self._direct_spans, self._direct_logs, self._direct_metrics):

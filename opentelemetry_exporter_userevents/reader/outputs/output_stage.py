@@ -32,6 +32,7 @@ from opentelemetry_exporter_userevents.reader.decode.checked_records import Chec
 from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Telemetry
 from opentelemetry_exporter_userevents.reader.outputs.bounded_queue import BoundedQueue
 from opentelemetry_exporter_userevents.reader.outputs.output import Output
+from opentelemetry_exporter_userevents.reader.outputs.spool import Spool
 
 STAGE = "output"
 MAX_QUEUED_BATCHES = 256
@@ -53,6 +54,8 @@ which a string's or bytes' length is added."""
 NOT_DELIVERED = "stop timeout"
 """Why items counted at stop were not delivered."""
 KINDS = ("spans", "logs", "metric points")
+IDLE_SECONDS = 5.0
+"""With nothing to write for this long, the output's ``idle`` runs (a spool is tried)."""
 
 
 def kind_of(item: Telemetry) -> str:
@@ -132,9 +135,16 @@ class OutputStage:
         self.dropped: dict[str, Counter[str]] = {}
         """Items by kind, by ``stage: reason``."""
         self.not_delivered: Counter[str] = Counter()
+        self.spooled_at_stop: Counter[str] = Counter()
+        """Items not delivered by the stop deadline, written to the spool instead (the
+        summary counts them with the spool's ``spooled``)."""
+        self.failed_by_reason: Counter[str] = Counter()
+        """Of ``failed``, what the output says why (``failed_by_reason()``, if it has one:
+        the OTLP/HTTP senders), as of its last write."""
         self._raised = 0
         self._stopped = False
         self._done = threading.Event()
+        self._closing = threading.Event()
         self._thread = threading.Thread(target=self._run, name="otel-userevents output")
         self._thread.daemon = True  # a stuck exporter must not keep the process alive
         self._thread.start()
@@ -155,7 +165,20 @@ class OutputStage:
 
     def _run(self) -> None:
         output = self.output
-        while (queued := self.queue.get()) is not None:
+        idle = getattr(output, "idle", None)
+        while True:
+            queued = self.queue.get(IDLE_SECONDS if callable(idle) else None)
+            if queued is None:
+                if self._closing.is_set() or not callable(idle):
+                    break
+                try:
+                    idle()  # nothing came: a spool's requests, if the collector takes them
+                except Exception:  # noqa: BLE001 - what stays spooled is tried again later
+                    pass
+                with self._lock:
+                    self.failed = output.failed + self._raised
+                    self.failed_by_reason = _failed_by_reason(output)
+                continue
             batch, kinds = queued
             with self._lock:
                 if self._stopped:
@@ -172,6 +195,7 @@ class OutputStage:
                 self._in_flight = Counter()
                 self.written.update(kinds)
                 self.failed = output.failed + self._raised
+                self.failed_by_reason = _failed_by_reason(output)
         try:
             output.close()
         except Exception:  # noqa: BLE001 - a third-party exporter's shutdown; nothing is lost
@@ -180,6 +204,7 @@ class OutputStage:
             with self._lock:
                 if not self._stopped:
                     self.failed = output.failed + self._raised
+                    self.failed_by_reason = _failed_by_reason(output)
             self._done.set()
 
     def stop_by(self, deadline: float) -> None:
@@ -192,6 +217,7 @@ class OutputStage:
         timeout), then count what was not delivered and return, even if the output is stuck."""
         if self.deadline is None:
             self.deadline = time.monotonic() + self.stop_timeout
+        self._closing.set()
         self.queue.close()
         self._done.wait(max(0.0, self.deadline - time.monotonic()))
         with self._lock:
@@ -200,9 +226,29 @@ class OutputStage:
             self._stopped = True
             left = Counter(self._in_flight)
             left.update(self._queued)
-            self.queue.take_all()
+            batches = self.queue.take_all()
             self._queued = Counter()
-            self.not_delivered.update(left)  # ``failed`` stays as before this batch
+        spooled = self._spool_left([batch for batch, _kinds in batches])
+        with self._lock:
+            self.spooled_at_stop.update(spooled)
+            left.subtract(spooled)
+            self.not_delivered.update(+left)  # ``failed`` stays as before this batch
+
+    def _spool_left(self, batches: list[list[Telemetry]]) -> Counter[str]:
+        """With a spool, what the output did not deliver by the deadline goes to it: the
+        requests in flight, then the batches queued (on this thread: the output's may be
+        stuck); the items spooled, by kind."""
+        output = self.output
+        if getattr(output, "spool", None) is None:
+            return Counter()
+        spooled: Counter[str] = Counter()
+        try:
+            spooled.update(output.spool_in_flight())  # type: ignore[attr-defined]
+            for batch in batches:
+                spooled.update(output.spool_batch(batch))  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001 - the rest is counted as not delivered
+            pass
+        return spooled
 
     def counts(self) -> tuple[int, Counter[str]]:
         """Batches queued, and the items queued or in flight by kind."""
@@ -219,7 +265,10 @@ class OutputStage:
         with self._lock:
             dropped = {reason: +kinds for reason, kinds in self.dropped.items()}
             not_delivered = +self.not_delivered
-        parts = []
+            failed_by_reason = +self.failed_by_reason
+        parts = [
+            f"{count} not written: {reason}" for reason, count in sorted(failed_by_reason.items())
+        ]
         if batches or waiting:
             parts.append(f"{_items(waiting)} queued for the output ({batches} batches)")
         for reason, kinds in sorted(dropped.items()):
@@ -227,7 +276,47 @@ class OutputStage:
                 parts.append(f"{_items(kinds)} dropped ({reason})")
         if not_delivered:
             parts.append(f"{_items(not_delivered)} not delivered: {NOT_DELIVERED}")
+
+        spool = getattr(self.output, "spool", None)
+        if isinstance(spool, Spool):
+            parts += spool_parts(spool)
         return parts
+
+
+def spool_parts(spool: Spool) -> list[str]:
+    """What the spool took, re-sent, dropped and holds."""
+    spooled, resent, dropped, unwritten, damaged = spool.totals()
+    segments, size = spool.counts()
+    parts = []
+    for label, count in (
+        ("spooled (the collector did not take them in time)", spooled),
+        ("re-sent from the spool", resent),
+        ("dropped (spool full: oldest first)", dropped),
+        ("dropped (the spool could not be written: disk full or I/O error)", unwritten),
+    ):
+        if count:
+            parts.append(f"{_items(_kinds(count))} {label}")
+    if damaged:
+        parts.append(f"{damaged} damaged spool segments skipped")
+    if segments:
+        parts.append(f"{segments} requests ({size / 1048576:.1f} MiB) left in the spool")
+    return parts
+
+
+def _kinds(counts: Counter[str]) -> Counter[str]:
+    """The spool's kinds as the summary names them."""
+    return Counter({"metric points" if k == "metrics" else k: n for k, n in counts.items()})
+
+
+def _failed_by_reason(output: Output) -> Counter[str]:
+    """The output's failures by reason, if it counts them (on the stage's thread)."""
+    by_reason = getattr(output, "failed_by_reason", None)
+    if not callable(by_reason):
+        return Counter()
+    try:
+        return Counter(by_reason())
+    except Exception:  # noqa: BLE001 - the total in ``failed`` stays; only the why is missing
+        return Counter()
 
 
 def _items(kinds: Counter[str]) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -26,75 +26,7 @@ from opentelemetry_exporter_userevents.reader.outputs.output_stage import (  # n
     OutputStage,
 )
 from tests.reader.outputs.test_otlp_http_output import _records  # noqa: E402
-
-
-class RawServer:
-    """A collector on 127.0.0.1 that misbehaves: ``answer(connection, request)`` writes
-    what it likes on each connection, after reading each request whole."""
-
-    def __init__(self, answer: Callable[[socket.socket, int], None]) -> None:
-        self.answer = answer
-        self.stop = threading.Event()
-        self.requests = 0
-        self.connections = 0
-        self.sent = 0
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self.stop.is_set():
-            try:
-                connection, _ = self.listener.accept()
-            except OSError:
-                return
-            self.connections += 1
-            threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
-
-    def _serve(self, connection: socket.socket) -> None:
-        with connection:
-            file = connection.makefile("rb")
-            try:
-                while not self.stop.is_set():
-                    length = 0
-                    while (line := file.readline()) not in (b"\r\n", b""):
-                        if line.lower().startswith(b"content-length:"):
-                            length = int(line.split(b":")[1])
-                    if line == b"":
-                        return
-                    file.read(length)
-                    self.requests += 1
-                    self.answer(connection, self.requests)
-            except OSError:
-                return
-
-    def send(self, connection: socket.socket, data: bytes) -> None:
-        connection.sendall(data)
-        self.sent += len(data)
-
-    def close(self) -> None:
-        self.stop.set()
-        self.listener.close()
-
-
-@pytest.fixture
-def collector(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., RawServer]]:
-    servers: list[RawServer] = []
-    monkeypatch.delenv("OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED", raising=False)
-    for name in ("ENDPOINT", "HEADERS", "COMPRESSION", "TIMEOUT"):
-        for signal in ("", "TRACES_", "LOGS_"):
-            monkeypatch.delenv(f"OTEL_EXPORTER_OTLP_{signal}{name}", raising=False)
-
-    def start(answer: Callable[[socket.socket, int], None], timeout: float = 1) -> RawServer:
-        server = RawServer(answer)
-        servers.append(server)
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", server.url)
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", str(timeout))
-        return server
-
-    yield start
-    for server in servers:
-        server.close()
+from tests.support.raw_collector import RawServer  # noqa: E402
 
 
 def _writes_in_time(output: ExporterOutput, records: list[JoinedRecord]) -> None:
