@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 
 """A machine-wide reader answers announcements whatever its main loop is doing: here the
-main loop is stuck writing its output to a FIFO nobody reads, and new services started one
-after another are still listened to before their first record (none gives up waiting), and
-every record of theirs is in the output once the FIFO is read."""
+main loop is stuck writing to a stderr nobody reads, and new services started one after
+another are still listened to before their first record (none gives up waiting), and every
+record of theirs is in the output once the main loop runs again."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import fcntl
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import termios
@@ -30,7 +31,6 @@ pytestmark = pytest.mark.kernel
 
 PIPE_SIZE = 4096
 APPS = 4
-FILLERS = 8
 
 
 def _waiting(fd: int) -> int:
@@ -56,17 +56,24 @@ def _announcing_app(prefix: str, service: str, gives_up: bool = False) -> dict:
 
 
 def test_new_services_are_listened_to_while_the_main_loop_is_stuck(tracefs, prefix, tmp_path):
-    fifo = tmp_path / "out.fifo"
+    """The main loop is stuck writing its progress line to a stderr nobody reads (the output
+    has a thread of its own, so a stuck output would not stop it)."""
+    fifo, ready, output = tmp_path / "err.fifo", tmp_path / "ready", tmp_path / "out"
     os.mkfifo(fifo)
     drain = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # open, and not read until the end
+    filler = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    reader_err = os.open(fifo, os.O_WRONLY)
     try:
         fcntl.fcntl(drain, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
-        reader, _ = proc.reader(tmp_path, "--prefix", "*", "--format", "otlp-json", "-o", str(fifo))
-        for number in range(FILLERS):  # jobs of 13 records each, until the pipe is full
-            proc.finished(proc.app(f"{prefix}fill{number}", f"{prefix}-filler-{number}"))
-            if wait_until(lambda: _in_write(reader.pid), 10):
-                break
-        assert _in_write(reader.pid)  # the main loop is blocked writing its output
+        reader = subprocess.Popen(
+            [sys.executable, "-m", "opentelemetry_exporter_userevents.reader.cli", "record",
+             "--ready-file", str(ready), "-o", str(output), "--resource-wait", "2",
+             "--progress", "--prefix", "*"],
+            stdout=subprocess.DEVNULL, stderr=reader_err, cwd=proc.ROOT,
+        )  # fmt: skip
+        assert wait_until(lambda: ready.exists() and bool(ready.read_text()), proc.READY_WITHIN)
+        _fill(filler)  # the next progress line (every 2 s) blocks the main loop
+        assert wait_until(lambda: _in_write(reader.pid), 30)
         stuck_at = _waiting(drain)
 
         services = [f"{prefix}-new-{n}" for n in range(APPS)]
@@ -86,20 +93,36 @@ def test_new_services_are_listened_to_while_the_main_loop_is_stuck(tracefs, pref
 
         reading = threading.Thread(target=read_all, daemon=True)
         reading.start()
-        err = proc.stop(reader)
+        os.close(filler)
+        filler = -1
+        reader.send_signal(signal.SIGINT)
+        assert reader.wait(120) == 0
+        os.close(reader_err)
+        reader_err = -1
         reading.join(60)
         assert not reading.is_alive()
     finally:
-        os.close(drain)
+        for fd in (drain, filler, reader_err):
+            if fd >= 0:
+                os.close(fd)
 
-    lines = [json.loads(line) for line in b"".join(chunks).decode().splitlines()]
-    spans = flatten([x for x in lines if "resourceSpans" in x], "spans")
-    logs = flatten([x for x in lines if "resourceLogs" in x], "logs")
+    err = b"".join(chunks).replace(b"\0", b"").decode()
+    spans, logs = proc.requests(output)
+    spans, logs = flatten(spans, "spans"), flatten(logs, "logs")
     for service in services:  # every record of every new service, its resource included
         assert sum(f'"{service}"' in text for text in spans.values()) == 1, service
         assert sum(f'"{service}"' in text for text in logs.values()) == 1, service
     assert "may have lost their first records" not in err, err
     assert "lost 0" in err, err
+
+
+def _fill(fd: int) -> None:
+    """Write NULs to a pipe until it is full (the reader's own text has none)."""
+    while True:
+        try:
+            os.write(fd, b"\0" * 512)
+        except BlockingIOError:
+            return
 
 
 def test_what_an_app_waits_when_a_stock_tool_listens_to_every_user_event(data, tmp_path, prefix):
