@@ -156,7 +156,7 @@ def parser() -> argparse.ArgumentParser:
         "and add to each span what its thread did while it ran: 'sched' (on-CPU and "
         "off-CPU time by why, context switches, waits) and 'syscalls' (count and time by "
         "name), e.g. --kernel sched,syscalls (not with --capture; in the host's pid "
-        "namespace only)",
+        "namespace only; default: none)",
     )
     rec.add_argument(
         "--kernel-wait-threshold",
@@ -224,7 +224,8 @@ def parser() -> argparse.ArgumentParser:
         help="with --exporter otlp_proto_http: keep the requests the collector did not take "
         "(no answer, or 429/502/503/504, after the retries) in DIR (created 0700, files "
         "0600), re-send them oldest first when it takes requests again, and resume them at "
-        "the next start with the same DIR. Delivery is at least once",
+        "the next start with the same DIR. Delivery is at least once (default: none: "
+        "what the collector does not take is counted and dropped)",
     )
     rec.add_argument(
         "--spool-max-mb",

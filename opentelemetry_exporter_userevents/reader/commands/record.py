@@ -55,6 +55,8 @@ that is never busy never starts them."""
 def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Read until the duration ends, Ctrl-C, SIGTERM or SIGHUP; write what was rebuilt (or,
     with ``--capture``, keep the pages in a trace.dat to decode later)."""
+    if args.spool is not None and not args.exporter:  # before anything is set up
+        raise UsageError("--spool keeps OTLP/HTTP requests: use it with --exporter")
     tracefs = tracefs_of(args)
     reader = TraceReader(
         tracefs, prefixes_of(args), args.filter, args.buffer_size_kb, args.rescan_interval
@@ -68,7 +70,7 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     destination = output_of(args, out, workers)
     if args.spool is not None:
         if not isinstance(destination, ExporterOutput):
-            raise ValueError("--spool keeps OTLP/HTTP requests: use it with --exporter")
+            raise UsageError("--spool keeps OTLP/HTTP requests: use it with --exporter")
         destination.use_spool(Spool(args.spool, args.spool_max_mb * 1024 * 1024))
     output = OutputStage(destination, args.stop_timeout)
     views: ProcessViews | None = None

@@ -62,8 +62,6 @@ def test_every_option_says_its_default():
                 continue
             if isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
                 continue
-            if action.option_strings == ["--kernel"]:
-                continue  # its help is being rewritten with the kernel view's
             assert action.help and "default" in action.help, (sub.prog, action.option_strings)
 
 
@@ -274,3 +272,11 @@ def test_record_says_a_rejected_filter_once_and_stops_if_it_fits_nothing(
     assert err.count("rejected") == 1 and "Field not found" in err
     assert "for 20 tracepoints (12 log, 8 metric)" in err
     assert ("fits no tracepoint" in err) == (code == 2)
+
+
+def test_a_spool_without_an_exporter_is_a_usage_error_before_tracefs(tmp_path, capsys):
+    """``--spool`` keeps OTLP/HTTP requests: without ``--exporter`` it is refused at once,
+    as a usage error, even where tracefs is missing (that would be a runtime error)."""
+    argv = ["--tracefs", str(tmp_path / "none"), "record", "--spool", str(tmp_path / "s")]
+    assert cli.main(argv) == 2
+    assert "use it with --exporter" in capsys.readouterr().err
