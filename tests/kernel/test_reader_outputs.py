@@ -14,7 +14,6 @@ import re
 import signal
 import socket
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 
@@ -23,6 +22,7 @@ import pytest
 from tests.support import reader_process as proc
 from tests.support.kernel_support import wait_until
 from tests.support.loopback import bring_loopback_up
+from tests.support.raw_collector import RawServer
 
 pytestmark = pytest.mark.kernel
 
@@ -35,51 +35,22 @@ def loopback_up() -> None:
     bring_loopback_up()
 
 
-class Dribbler:
-    """A collector on 127.0.0.1 that reads each request and answers one byte every 0.2 s,
-    for ever (each receive gets a byte in time; only a deadline on the request ends it)."""
-
-    def __init__(self) -> None:
-        self.stop = threading.Event()
-        self.requests = 0
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self.stop.is_set():
-            try:
-                connection, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._dribble, args=(connection,), daemon=True).start()
-
-    def _dribble(self, connection: socket.socket) -> None:
-        with connection:
-            try:
-                file = connection.makefile("rb")
-                length = 0
-                while (line := file.readline()) not in (b"\r\n", b""):
-                    if line.lower().startswith(b"content-length:"):
-                        length = int(line.split(b":")[1])
-                file.read(length)
-                self.requests += 1
-                answer = b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 100_000
-                for byte in answer:
-                    if self.stop.wait(0.2):
-                        return
-                    connection.sendall(bytes([byte]))
-            except OSError:
-                return
-
-    def close(self) -> None:
-        self.stop.set()
-        self.listener.close()
+DRIBBLED = b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 100_000
+"""What the dribbling collector answers, one byte every 0.2 s: each receive gets a byte in
+time; only a deadline on the whole request ends it."""
 
 
 @pytest.fixture
-def dribbler() -> Iterator[Dribbler]:
-    server = Dribbler()
+def dribbler() -> Iterator[RawServer]:
+    """A collector on 127.0.0.1 that reads each request and dribbles its answer for ever."""
+
+    def dribble(connection: socket.socket, _request: int) -> None:
+        for byte in DRIBBLED:
+            if server.stop.wait(0.2):
+                return
+            server.send(connection, bytes([byte]))
+
+    server = RawServer(dribble)
     yield server
     server.close()
 

@@ -1,9 +1,9 @@
 # Copyright The OpenTelemetry Authors
 # SPDX-License-Identifier: Apache-2.0
 
-"""A collector on 127.0.0.1 that answers as a test tells it to, for the OTLP/HTTP
-output's host tests (tests/reader/outputs/conftest.py gives it as the ``collector``
-fixture)."""
+"""A collector on 127.0.0.1 that answers as a test tells it to: the OTLP/HTTP output's host
+tests (tests/reader/outputs/conftest.py gives it as the ``collector`` fixture) and the
+kernel tests of a collector that dribbles (tests/kernel/test_reader_outputs.py)."""
 
 from __future__ import annotations
 
