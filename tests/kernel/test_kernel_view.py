@@ -22,7 +22,7 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -328,6 +328,10 @@ def test_a_span_naming_another_process_thread_gets_its_own_writers_figures(tmp_p
 SMALL_PID_MAX = 1300
 """``pid_max`` while a pid is reused: new pids are given in [300, 1300), so the pids wrap
 around to a given one within a thousand forks."""
+FIRST_PIDS = range(700, 1100)
+"""Where the first app's pid is made to fall: away from the first pids after a wrap (300,
+301...), which kernel threads started then take and may keep (in a long run one held 300,
+the first app's pid, when the pids came round again)."""
 
 
 def test_a_pid_reused_by_a_new_process_is_watched_as_that_process(tmp_path):
@@ -339,6 +343,7 @@ def test_a_pid_reused_by_a_new_process_is_watched_as_that_process(tmp_path):
     saved = pid_max.read_text()
     try:
         pid_max.write_text(str(SMALL_PID_MAX))
+        _fork_until(lambda child: child in FIRST_PIDS)
         first = _work_app("0", "sleep")
         assert proc.wait_until(lambda: first["sleep"]["span_id"] in _spans_by_id(output), 60)
         app = _with_pid(first["pid"], [sys.executable, "-m", "tests.support.kernel_work_app",
@@ -371,21 +376,29 @@ def _pids_between(after: int, before: int) -> Iterator[int]:
         pid += 1
 
 
+def _fork_until(done: Callable[[int], bool]) -> None:
+    """Fork children that exit at once until ``done(child's pid)``, once around at most."""
+    for _ in range(SMALL_PID_MAX):
+        child = os.fork()
+        if child == 0:
+            os._exit(0)
+        os.waitpid(child, 0)
+        if done(child):
+            return
+
+
 def _with_pid(pid: int, command: list[str]) -> subprocess.Popen[str]:
     """Start ``command`` as process ``pid``: fork children that exit at once until the pid
     before it was given (or is taken), then start it; again if another process took it."""
-    for _ in range(3):
-        for _ in range(SMALL_PID_MAX):  # once around at most
-            child = os.fork()
-            if child == 0:
-                os._exit(0)
-            os.waitpid(child, 0)
-            if all(os.path.exists(f"/proc/{p}") for p in _pids_between(child, pid)):
-                break  # the next pid free is ``pid``
+    for _ in range(5):
+        _fork_until(lambda child: all(os.path.exists(f"/proc/{p}")
+                                      for p in _pids_between(child, pid)))  # fmt: skip
         app = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, cwd=proc.ROOT)  # fmt: skip
         if app.pid == pid:
             return app
         app.kill()
         app.communicate()
-    pytest.fail(f"pid {pid} was not given again")
+    comm = Path(f"/proc/{pid}/comm")
+    holder = comm.read_text().strip() if comm.exists() else "nobody"
+    pytest.fail(f"pid {pid} was not given again (held by {holder})")
