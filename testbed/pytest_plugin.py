@@ -39,6 +39,8 @@ RESULTS_FILE = "testbed-results.jsonl"
 REQUIRE_ENV = "USER_EVENTS_REQUIRE_KERNEL"
 FORWARDED_ENV = ("USER_EVENTS_LOAD_SPANS",)
 """Test settings passed on to the guest."""
+SLOWEST = 15
+"""How many of the slowest kernel tests of each image the summary names (CI's time budget)."""
 MULTI_FORMAT_REASON = (
     "needs USER_EVENT_REG_MULTI_FORMAT (Linux 6.9+); this kernel refuses it with EINVAL"
 )
@@ -369,6 +371,7 @@ class KernelTestBed:
     def _record(path: str, item: pytest.Item, report: pytest.TestReport) -> None:
         state = getattr(item, "_testbed_record", {"nodeid": item.nodeid, "outcome": "passed"})
         state["ran"] = bool(getattr(item, "_testbed_ran", False))
+        state["seconds"] = state.get("seconds", 0.0) + report.duration
         if report.failed:
             state["outcome"] = "failed"
             text = report.longreprtext
@@ -408,6 +411,14 @@ class KernelTestBed:
             if self.mode == "unavailable":
                 line += f" ({self.unavailable_reason})"
             terminalreporter.write_line(line)
+        for image, results in self.guest_results.items():
+            slowest = sorted(results.values(), key=lambda r: -r.get("seconds", 0.0))[:SLOWEST]
+            total = sum(r.get("seconds", 0.0) for r in results.values())
+            terminalreporter.write_line(
+                f"user_events: the slowest kernel tests on {image_label(image)} "
+                f"(of {total:.0f} s in all): "
+                + ", ".join(f"{r['nodeid']} {r.get('seconds', 0.0):.0f} s" for r in slowest)
+            )
         if self.require:
             for place in self._empty_places():
                 terminalreporter.write_line(
