@@ -9,7 +9,6 @@ keep the pages; see :mod:`.capture`)."""
 from __future__ import annotations
 
 import argparse
-import threading
 import time
 from operator import itemgetter
 from typing import TextIO
@@ -172,7 +171,6 @@ class _Parallel:
         self.workers = workers
         self.pool: WorkerPool | None = None
         self.in_flight: list[int] = []
-        self.kernel_lock = threading.Lock()
 
     def step(self, output: Output, last: bool = False) -> bool:
         """One read (``last``: and every record still in flight); whether it found any."""
@@ -221,16 +219,14 @@ class _Parallel:
         if self.kernel is None:
             return
         events = self.kernel.events
-        with self.kernel_lock:
-            events.watch({record.pid for record in records})
-            events.read()
+        events.watch({record.pid for record in records})
+        events.read()
 
     def watch_announced(self, pids: set[int]) -> None:
         """List the writers of announcements (from the thread that answers them, before
-        their tracepoints are enabled), not while the main loop reads the kernel's events."""
+        their tracepoints are enabled), without waiting for the main loop's read."""
         if self.kernel is not None:
-            with self.kernel_lock:
-                self.kernel.events.watch(pids)
+            self.kernel.events.watch_announced(pids)
 
     def close(self) -> None:
         if self.pool is not None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 import time
 from bisect import bisect_right
 from collections.abc import Iterable
@@ -154,6 +155,11 @@ class KernelEvents:
         self.reads = 0
         """Reads of the kernel's events so far (the kernel view's budgets are per read)."""
         self.init_pid_ns = INIT_PID_NS
+        self._listing = threading.Lock()
+        """Guards the listed processes, ``set_event_pid`` and enabling, which the main loop
+        and the announcements' thread both change; the timeline is the main loop's alone."""
+        self._announced: list[tuple[int, int, ProcessKey]] = []
+        """Threads listed from the announcements' thread, for the timeline's next read."""
         self._enabled = False
         self._offset = 0
         self._last_read = time.time_ns()
@@ -268,53 +274,88 @@ class KernelEvents:
     def watch(self, tids: Iterable[int]) -> None:
         """List the processes of these writer threads (``common_pid``), every thread of
         each, when a thread's process is not listed yet: a thread the timeline knows as a
-        listed process's costs a lookup in a dict, any other one a ``/proc`` lookup."""
-        timeline, processes = self.timeline, self.processes
-        since = time.time_ns()  # before the write: every event of a listed thread is after
-        new: dict[ProcessKey, list[int]] = {}
+        listed process's costs a lookup in a dict, any other one a ``/proc`` lookup. The
+        main loop's: it owns the timeline."""
+        self._take_announced()
+        timeline = self.timeline
+        unknown = []
         for tid in tids:
             if tid <= 0:
                 continue
             known = timeline.process(tid, live=True)
-            if known is not None and processes.listed(known):
-                continue
-            key = process_of(tid)
-            if key is None:
-                self.stats.processes_not_watched += 1
-                continue
-            if processes.listed(key):  # the timeline forgot it, or never looked it up
+            if known is not None:
+                with self._listing:
+                    if self.processes.listed(known):
+                        continue
+            unknown.append(tid)
+        if unknown:
+            for tid, since, key in self._list(unknown):
                 timeline.watch(tid, since, key)
-                continue
-            if key in new:
-                continue
-            threads = threads_of(key.pid)
-            if not threads:
-                self.stats.processes_not_watched += 1
-                continue
-            new[key] = threads
-        if not new:
+
+    def watch_announced(self, tids: Iterable[int]) -> None:
+        """List the processes of these threads from another thread than the main loop's
+        (the one that answers announcements): it never waits for a read of the kernel's
+        events, so an app's announcement is answered on time however long a read takes,
+        and the timeline learns of the threads at the next read."""
+        watched = self._list([tid for tid in tids if tid > 0])
+        with self._listing:
+            self._announced += watched
+
+    def _take_announced(self) -> None:
+        """The threads listed from the announcements' thread, into the timeline."""
+        if not self._announced:
             return
-        listed = [tid for threads in new.values() for tid in threads]
-        try:
-            self.tracefs.add_event_pids(self.tracefs_instance.name, listed)
-        except OSError:  # a thread exited meanwhile (EINVAL): the others, once more
-            listed = [t for t in listed if os.path.exists(f"/proc/{t}")]
+        with self._listing:
+            taken, self._announced = self._announced, []
+        for tid, since, key in taken:
+            self.timeline.watch(tid, since, key)
+
+    def _list(self, tids: Iterable[int]) -> list[tuple[int, int, ProcessKey]]:
+        """Look up the processes of ``tids`` in ``/proc``, list each new one (every thread
+        of it) in ``set_event_pid`` and enable the events once: the threads to watch, each
+        with the time it is watched from."""
+        since = time.time_ns()  # before the write: every event of a listed thread is after
+        watched: list[tuple[int, int, ProcessKey]] = []
+        with self._listing:
+            processes = self.processes
+            new: dict[ProcessKey, list[int]] = {}
+            for tid in tids:
+                key = process_of(tid)
+                if key is None:
+                    self.stats.processes_not_watched += 1
+                    continue
+                if processes.listed(key):  # the timeline forgot it, or never looked it up
+                    watched.append((tid, since, key))
+                    continue
+                if key in new:
+                    continue
+                threads = threads_of(key.pid)
+                if not threads:
+                    self.stats.processes_not_watched += 1
+                    continue
+                new[key] = threads
+            if not new:
+                return watched
+            listed = [tid for threads in new.values() for tid in threads]
             try:
-                if not listed:  # never an empty list: to the kernel, that is everyone
-                    raise OSError("every thread exited")
                 self.tracefs.add_event_pids(self.tracefs_instance.name, listed)
-            except OSError:
-                self.stats.processes_not_watched += len(new)
-                return
-        alive = set(listed)
-        for key, threads in new.items():
-            processes.add(key)
-            self.stats.processes += 1
-            for tid in threads:
-                if tid in alive:
-                    timeline.watch(tid, since, key)
-        if not self._enabled:
-            self._enable()
+            except OSError:  # a thread exited meanwhile (EINVAL): the others, once more
+                listed = [t for t in listed if os.path.exists(f"/proc/{t}")]
+                try:
+                    if not listed:  # never an empty list: to the kernel, that is everyone
+                        raise OSError("every thread exited")
+                    self.tracefs.add_event_pids(self.tracefs_instance.name, listed)
+                except OSError:
+                    self.stats.processes_not_watched += len(new)
+                    return watched
+            alive = set(listed)
+            for key, threads in new.items():
+                processes.add(key)
+                self.stats.processes += 1
+                watched += [(tid, since, key) for tid in threads if tid in alive]
+            if not self._enabled:
+                self._enable()
+        return watched
 
     def process_of(self, tid: int) -> ProcessKey | None:
         """The process of a watched thread (looked up in ``/proc`` once, for a thread a fork
@@ -342,6 +383,7 @@ class KernelEvents:
         for the next read (at most one read's worth) and fed sorted with its events, so a
         thread that moved between CPUs gets its events in order."""
         self.reads += 1
+        self._take_announced()
         self.timeline.next_read(time.time_ns())
         began = time.clock_gettime_ns(time.CLOCK_TAI)  # the trace clock (CLOCK)
         records = self._held + self._read_records()
@@ -394,7 +436,8 @@ class KernelEvents:
                 tid = gone.unpack_from(record, gone_at)[0]
                 process = timeline.exit(when, tid)
                 if process is not None and process.pid == tid:
-                    self.processes.exited(process)
+                    with self._listing:
+                        self.processes.exited(process)
         self.stats.records += count
         return count
 
