@@ -5,8 +5,9 @@
 
 - Natively, when this host has user_events and the rights (root): once.
 - Otherwise in a qemu guest per kernel image (``USER_EVENTS_KERNEL``, several separated
-  by ``os.pathsep``, or ``--kernel-image`` given more than once), booted one after the
-  other: the host collects, each guest runs those tests with this same plugin recording
+  by ``os.pathsep``, or ``--kernel-image`` given more than once), all booted as soon as
+  the tests are collected (``--guest-jobs``: how many at once), while the host runs its
+  own tests: the host collects, each guest runs those tests with this same plugin recording
   each result to a file, and every kernel test becomes one host item per image,
   ``test_name@IMAGE``, that takes that guest's outcome (a guest failure fails the host
   run, with the guest's report and the image's name).
@@ -26,6 +27,7 @@ import functools
 import json
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +41,7 @@ RESULTS_FILE = "testbed-results.jsonl"
 REQUIRE_ENV = "USER_EVENTS_REQUIRE_KERNEL"
 FORWARDED_ENV = ("USER_EVENTS_LOAD_SPANS",)
 """Test settings passed on to the guest."""
+GUEST_JOBS_ENV = "USER_EVENTS_GUEST_JOBS"
 SLOWEST = 15
 """How many of the slowest kernel tests of each image the summary names (CI's time budget)."""
 MULTI_FORMAT_REASON = (
@@ -64,7 +67,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=os.environ.get(REQUIRE_ENV, "").lower() in ("1", "true", "yes"),
         help=f"fail, not skip, when kernel tests cannot run (${REQUIRE_ENV}=1)",
     )
-    group.addoption("--guest-timeout", type=float, default=2400, help="seconds for each guest run")
+    group.addoption("--guest-timeout", type=float, default=3600, help="seconds for each guest run")
+    group.addoption(
+        "--guest-jobs",
+        type=int,
+        default=int(os.environ.get(GUEST_JOBS_ENV, "0") or 0),
+        help="guests booted at once, alongside the host's tests (0, the default: one per "
+        f"image; 1: one after the other; ${GUEST_JOBS_ENV})",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -190,6 +200,10 @@ class KernelTestBed:
         self.selected: list[GuestItem] = []
         """The stand-ins left after deselection (-k, -m)."""
         self.guest_results: dict[str, dict[str, dict[str, Any]]] = {}
+        self.guest_runs: dict[str, threading.Thread] = {}
+        """Each image's guest, started once the tests are collected."""
+        self.guest_jobs: int = config.getoption("guest_jobs") or max(len(self.images), 1)
+        self.guest_slots = threading.Semaphore(self.guest_jobs)
         self.guest_failure: dict[str, str] = {}
         self.unavailable_reason = ""
         self.ran: dict[str, int] = {}
@@ -243,6 +257,29 @@ class KernelTestBed:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.selected = [item for item in session.items if isinstance(item, GuestItem)]
+        if session.config.option.collectonly:
+            return
+        images = [image for image in self.images if self._guest_nodeids(image)]
+        if images:
+            count = sum(len(self._guest_nodeids(image)) for image in images)
+            self._say(
+                f"user_events: {count} kernel tests in qemu guests, on "
+                + ", ".join(images)
+                + f" ({self.guest_jobs} at once), while the host runs its own tests"
+            )
+        for image in images:  # each waits for a slot; the host's tests go on meanwhile
+            run = threading.Thread(target=self._run_guest_in_slot, args=(image,), daemon=True)
+            run.name = f"guest {image_label(image)}"
+            self.guest_runs[image] = run
+            run.start()
+
+    def _run_guest_in_slot(self, image: str) -> None:
+        with self.guest_slots:
+            try:
+                self._run_guest(image)
+            except Exception as error:  # reported by each of the image's tests
+                self.guest_results.setdefault(image, {})
+                self.guest_failure[image] = f"the guest on {image} did not run: {error!r}"
 
     def _guest_nodeids(self, image: str) -> list[str]:
         nodeids = (item.guest_nodeid for item in self.selected if item.image == image)
@@ -261,7 +298,10 @@ class KernelTestBed:
                 pytest.skip(MULTI_FORMAT_REASON)
 
     def guest_result(self, image: str, nodeid: str) -> dict[str, Any]:
-        if image not in self.guest_results:
+        run = self.guest_runs.get(image)
+        if run is not None:
+            run.join()
+        elif image not in self.guest_results:
             self._run_guest(image)
         results = self.guest_results[image]
         if nodeid in results:
@@ -287,7 +327,6 @@ class KernelTestBed:
                     record = json.loads(line)
                     collected[record["nodeid"]] = record
 
-        self._say(f"user_events: running {len(nodeids)} kernel tests in a qemu guest ({image})")
         run = guest.run(
             image,
             argv,
