@@ -259,36 +259,38 @@ class RecordChecker:
             self._link(item) for item in _list(_json(values["links"], "span.links"), "span.links")
         ]
         truncated = values["truncated"]
+        # Positional, in field order (test_checked_fields_by_name): by keyword, the tuple's
+        # generated __new__ matches every name, about 0.5 µs more a record.
         return CheckedSpan(
-            trace_id=trace_id,
-            span_id=span_id,
-            parent_span_id=parent,
-            parent_is_remote=bool(parent_flags & PARENT_REMOTE),
-            trace_flags=values["trace_flags"],
-            trace_state=trace_state(
+            trace_id,
+            span_id,
+            parent,
+            bool(parent_flags & PARENT_REMOTE),
+            values["trace_flags"],
+            trace_state(
                 _plain(values["trace_state"], "span.trace_state"),
                 "span.trace_state",
                 bool(truncated & TRUNCATED_TEXT),
             ),
-            name=_plain(values["name"], "span.name"),
-            kind=_enum(values["kind"], _SPAN_KINDS, "span.kind"),
-            status_code=_enum(values["status_code"], _STATUS_CODES, "span.status_code"),
-            status_description=_plain(values["status_description"], "span.status_description"),
-            start_time_ns=values["start_time_ns"],
-            end_time_ns=values["end_time_ns"],
-            attributes=_attributes(values["attributes"], "span.attributes"),
-            dropped_attributes=values["dropped_attributes"],
-            events=events,
-            dropped_events=values["dropped_events"],
-            links=links,
-            dropped_links=values["dropped_links"],
-            scope_text=values["scope"],
-            scope=self.scope(values["scope"], "span"),
-            resource_id=values["resource_id"],
-            truncated=truncated,
-            timestamp=timestamp,
-            pid=pid,
-            tracepoint=tracepoint,
+            _plain(values["name"], "span.name"),
+            _enum(values["kind"], _SPAN_KINDS, "span.kind"),
+            _enum(values["status_code"], _STATUS_CODES, "span.status_code"),
+            _plain(values["status_description"], "span.status_description"),
+            values["start_time_ns"],
+            values["end_time_ns"],
+            _attributes(values["attributes"], "span.attributes"),
+            values["dropped_attributes"],
+            events,
+            values["dropped_events"],
+            links,
+            values["dropped_links"],
+            values["scope"],
+            self.scope(values["scope"], "span"),
+            values["resource_id"],
+            truncated,
+            timestamp,
+            pid,
+            tracepoint,
         )
 
     @staticmethod
@@ -324,31 +326,29 @@ class RecordChecker:
         self, values: Mapping[str, Any], timestamp: int = 0, pid: int = 0, tracepoint: str = ""
     ) -> CheckedLog:
         flags = values["flags"]
+        # Positional, in field order (test_checked_fields_by_name): by keyword, the tuple's
+        # generated __new__ matches every name, about 0.5 µs more a record.
         return CheckedLog(
-            time_ns=values["time_ns"],
-            observed_time_ns=values["observed_time_ns"],
-            trace_id=_hex(values["trace_id"], _HEX32, "log.trace_id"),
-            span_id=_hex(values["span_id"], _HEX16, "log.span_id"),
-            trace_flags=values["trace_flags"],
-            severity_number=_enum(
-                values["severity_number"], _SEVERITY_NUMBERS, "log.severity_number"
-            ),
-            severity_text=_plain(values["severity_text"], "log.severity_text")
+            values["time_ns"],
+            values["observed_time_ns"],
+            _hex(values["trace_id"], _HEX32, "log.trace_id"),
+            _hex(values["span_id"], _HEX16, "log.span_id"),
+            values["trace_flags"],
+            _enum(values["severity_number"], _SEVERITY_NUMBERS, "log.severity_number"),
+            _plain(values["severity_text"], "log.severity_text")
             if flags & LOG_SEVERITY_TEXT
             else None,
-            event_name=_plain(values["event_name"], "log.event_name")
-            if flags & LOG_EVENT_NAME
-            else None,
-            body=_json(values["body"], "log.body"),
-            attributes=_attributes(values["attributes"], "log.attributes"),
-            dropped_attributes=values["dropped_attributes"],
-            scope_text=values["scope"],
-            scope=self.scope(values["scope"], "log"),
-            resource_id=values["resource_id"],
-            truncated=values["truncated"],
-            timestamp=timestamp,
-            pid=pid,
-            tracepoint=tracepoint,
+            _plain(values["event_name"], "log.event_name") if flags & LOG_EVENT_NAME else None,
+            _json(values["body"], "log.body"),
+            _attributes(values["attributes"], "log.attributes"),
+            values["dropped_attributes"],
+            values["scope"],
+            self.scope(values["scope"], "log"),
+            values["resource_id"],
+            values["truncated"],
+            timestamp,
+            pid,
+            tracepoint,
         )
 
     @staticmethod
@@ -414,38 +414,40 @@ class RecordChecker:
                 negative = _side(buckets.get(mv.NEGATIVE), "metric.buckets.negative")
                 histogram_flags = _count(buckets.get(mv.FLAGS), "metric.buckets.flags")
         exemplars = _json(values["exemplars"], "metric.exemplars")
+        # Positional, in field order (test_checked_fields_by_name): by keyword, the tuple's
+        # generated __new__ matches every name, about 0.5 µs more a record.
         return CheckedMetric(
-            kind=kind,
-            name=_plain(values["name"], "metric.name"),
-            description=_plain(values["description"], "metric.description"),
-            unit=_plain(values["unit"], "metric.unit"),
-            temporality=_enum(values["temporality"], _TEMPORALITIES, "metric.temporality"),
-            monotonic=bool(values.get("is_monotonic", 0)),
-            start_time_ns=values["start_time_ns"],
-            time_ns=values["time_ns"],
-            attributes=_attributes(values["attributes"], "metric.attributes"),
-            exemplars=[_exemplar(item) for item in _list(exemplars, "metric.exemplars")],
-            value=value,
-            measurements=measurements,
-            sum=total,
-            min=low,
-            max=high,
-            bounds=bounds,
-            counts=counts,
-            scale=scale,
-            zero_count=zero_count,
-            positive=positive,
-            negative=negative,
-            histogram_flags=histogram_flags,
-            dropped_attributes=values["dropped_attributes"],
-            dropped_exemplars=values["dropped_exemplars"],
-            truncated=values["truncated"],
-            scope_text=values["scope"],
-            scope=self.scope(values["scope"], "metric"),
-            resource_id=values["resource_id"],
-            timestamp=timestamp,
-            pid=pid,
-            tracepoint=tracepoint,
+            kind,
+            _plain(values["name"], "metric.name"),
+            _plain(values["description"], "metric.description"),
+            _plain(values["unit"], "metric.unit"),
+            _enum(values["temporality"], _TEMPORALITIES, "metric.temporality"),
+            bool(values.get("is_monotonic", 0)),
+            values["start_time_ns"],
+            values["time_ns"],
+            _attributes(values["attributes"], "metric.attributes"),
+            [_exemplar(item) for item in _list(exemplars, "metric.exemplars")],
+            value,
+            measurements,
+            total,
+            low,
+            high,
+            bounds,
+            counts,
+            scale,
+            zero_count,
+            positive,
+            negative,
+            histogram_flags,
+            values["dropped_attributes"],
+            values["dropped_exemplars"],
+            values["truncated"],
+            values["scope"],
+            self.scope(values["scope"], "metric"),
+            values["resource_id"],
+            timestamp,
+            pid,
+            tracepoint,
         )
 
 

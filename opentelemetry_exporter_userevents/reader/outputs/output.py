@@ -19,7 +19,7 @@ from typing import Any, Protocol, TextIO
 from opentelemetry.sdk._logs import ReadableLogRecord
 from opentelemetry.sdk.trace import ReadableSpan
 
-from opentelemetry_exporter_userevents.reader.decode.checked_records import CheckedSpan
+from opentelemetry_exporter_userevents.reader.decode.checked_records import CheckedLog, CheckedSpan
 from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Telemetry
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint, metrics_data
 from opentelemetry_exporter_userevents.reader.outputs import (
@@ -77,22 +77,32 @@ class OtlpJsonOutput:
         self._encoded = EncodedCache[str]()
 
     def write(self, items: Sequence[Telemetry]) -> None:
-        joined = [i for i in items if type(i) is JoinedRecord]
-        if joined:
-            spans_joined = [i for i in joined if i.is_span]
-            if spans_joined:
-                self._write_line(otlp_json_direct.spans_line(spans_joined, self._encoded))
-            if len(spans_joined) < len(joined):
-                logs_joined = [i for i in joined if not i.is_span]
-                self._write_line(otlp_json_direct.logs_line(logs_joined, self._encoded))
-        spans, logs = _split(items)
-        if spans:
-            self._write(otlp_json.skipping_unrepresentable(otlp_json.spans_request, spans))
-        if logs:
-            self._write(otlp_json.skipping_unrepresentable(otlp_json.logs_request, logs))
-        points = _metric_points(items)
-        if points:
-            self._write(otlp_json.skipping_unrepresentable(otlp_json.metrics_request, points))
+        # One pass, the kind told by type where it can be (``is_span`` only for a worker's
+        # record): this runs for every span and log the reader writes.
+        spans_joined: list[JoinedRecord] = []
+        logs_joined: list[JoinedRecord] = []
+        for item in items:
+            if type(item) is JoinedRecord:
+                checked = item.checked
+                if type(checked) is CheckedLog:
+                    logs_joined.append(item)
+                elif type(checked) is CheckedSpan or item.is_span:
+                    spans_joined.append(item)
+                else:
+                    logs_joined.append(item)
+        if spans_joined:
+            self._write_line(otlp_json_direct.spans_line(spans_joined, self._encoded))
+        if logs_joined:
+            self._write_line(otlp_json_direct.logs_line(logs_joined, self._encoded))
+        if len(spans_joined) + len(logs_joined) < len(items):  # SDK objects, metric points
+            spans, logs = _split(items)
+            if spans:
+                self._write(otlp_json.skipping_unrepresentable(otlp_json.spans_request, spans))
+            if logs:
+                self._write(otlp_json.skipping_unrepresentable(otlp_json.logs_request, logs))
+            points = _metric_points(items)
+            if points:
+                self._write(otlp_json.skipping_unrepresentable(otlp_json.metrics_request, points))
         self.out.flush()
 
     def _write(self, encoded: tuple[dict[str, Any] | None, int]) -> None:
