@@ -15,14 +15,15 @@ the clocks (the reader checks its mapping at start: every marker inside its wind
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
+import signal
 import struct
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -325,33 +326,16 @@ def test_a_span_naming_another_process_thread_gets_its_own_writers_figures(tmp_p
     assert "1 thread.id hints refused" in err, err
 
 
-SMALL_PID_MAX = 1300
-"""``pid_max`` while a pid is reused: new pids are given in [300, 1300), so the pids wrap
-around to a given one within a thousand forks."""
-FIRST_PIDS = range(700, 1100)
-"""Where the first app's pid is made to fall: away from the first pids after a wrap (300,
-301...), which kernel threads started then take and may keep (in a long run one held 300,
-the first app's pid, when the pids came round again)."""
-
-
 def test_a_pid_reused_by_a_new_process_is_watched_as_that_process(tmp_path):
-    """A process sleeps in a span and exits; the next process is given its pid (``pid_max``
-    lowered, then forks until the pids wrap around to it; restored after): that one's
-    spinning span is summed from its own events, against the kernel's accounting."""
+    """A process sleeps in a span and exits; the next process is given its pid (``clone3``
+    with ``set_tid``): that one's spinning span is summed from its own events, against the
+    kernel's accounting."""
     reader, output = proc.reader(tmp_path, "--prefix", "*", "--kernel", "sched,syscalls")
-    pid_max = Path("/proc/sys/kernel/pid_max")
-    saved = pid_max.read_text()
-    try:
-        pid_max.write_text(str(SMALL_PID_MAX))
-        _fork_until(lambda child: child in FIRST_PIDS)
-        first = _work_app("0", "sleep")
-        assert proc.wait_until(lambda: first["sleep"]["span_id"] in _spans_by_id(output), 60)
-        app = _with_pid(first["pid"], [sys.executable, "-m", "tests.support.kernel_work_app",
-                                       "kview", "0", "spin"])  # fmt: skip
-    finally:
-        pid_max.write_text(saved)
-    out, errors = app.communicate(timeout=300)
-    assert app.returncode == 0, errors
+    first = _work_app("0", "sleep")
+    assert proc.wait_until(lambda: first["sleep"]["span_id"] in _spans_by_id(output), 60)
+    command = [sys.executable, "-m", "tests.support.kernel_work_app", "kview", "0", "spin"]
+    returncode, out, errors = _run_as_pid(first["pid"], command, tmp_path)
+    assert returncode == 0, errors
     second = json.loads(out)
     assert second["pid"] == first["pid"]
     assert proc.wait_until(lambda: second["spin"]["span_id"] in _spans_by_id(output), 60)
@@ -363,42 +347,43 @@ def test_a_pid_reused_by_a_new_process_is_watched_as_that_process(tmp_path):
                                           second["spin"])  # fmt: skip
 
 
-def _pids_between(after: int, before: int) -> Iterator[int]:
-    """The pids the kernel would give after ``after`` and before ``before``, wrapping from
-    ``SMALL_PID_MAX - 1`` to 300 (``RESERVED_PIDS``)."""
-    pid = after + 1
-    while True:
-        if pid >= SMALL_PID_MAX:
-            pid = 300
-        if pid == before:
-            return
-        yield pid
-        pid += 1
+SYS_CLONE3 = 435
+"""x86_64. ``set_tid`` needs CAP_SYS_ADMIN, not CONFIG_CHECKPOINT_RESTORE (which the test
+bed's kernels lack, and with it ``ns_last_pid``). Forking until the pids came round took
+ten minutes in a full guest run, and another task still took the pid first."""
 
 
-def _fork_until(done: Callable[[int], bool]) -> None:
-    """Fork children that exit at once until ``done(child's pid)``, once around at most."""
-    for _ in range(SMALL_PID_MAX):
-        child = os.fork()
-        if child == 0:
-            os._exit(0)
-        os.waitpid(child, 0)
-        if done(child):
-            return
+class _CloneArgs(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint64) for name in (
+        "flags", "pidfd", "child_tid", "parent_tid", "exit_signal", "stack", "stack_size",
+        "tls", "set_tid", "set_tid_size",
+    )]  # fmt: skip
 
 
-def _with_pid(pid: int, command: list[str]) -> subprocess.Popen[str]:
-    """Start ``command`` as process ``pid``: fork children that exit at once until the pid
-    before it was given (or is taken), then start it; again if another process took it."""
-    for _ in range(5):
-        _fork_until(lambda child: all(os.path.exists(f"/proc/{p}")
-                                      for p in _pids_between(child, pid)))  # fmt: skip
-        app = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, cwd=proc.ROOT)  # fmt: skip
-        if app.pid == pid:
-            return app
-        app.kill()
-        app.communicate()
-    comm = Path(f"/proc/{pid}/comm")
-    holder = comm.read_text().strip() if comm.exists() else "nobody"
-    pytest.fail(f"pid {pid} was not given again (held by {holder})")
+def _run_as_pid(pid: int, command: list[str], tmp_path: Path) -> tuple[int, str, str]:
+    """Run ``command`` as process ``pid`` to its end: (exit code, stdout, stderr)."""
+    out_path, err_path = tmp_path / "as-pid.out", tmp_path / "as-pid.err"
+    out = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    err = os.open(err_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    tid = ctypes.c_int(pid)
+    args = _CloneArgs(exit_signal=signal.SIGCHLD, set_tid=ctypes.addressof(tid), set_tid_size=1)
+    syscall = ctypes.PyDLL(None, use_errno=True).syscall  # holds the GIL: the child has it
+    syscall.restype = ctypes.c_long
+    child = syscall(SYS_CLONE3, ctypes.byref(args), ctypes.c_size_t(ctypes.sizeof(args)))
+    if child == 0:  # the child: nothing but system calls until it is the command
+        try:
+            os.dup2(out, 1)
+            os.dup2(err, 2)
+            os.chdir(proc.ROOT)
+            os.execv(command[0], command)
+        finally:
+            os._exit(127)
+    os.close(out)
+    os.close(err)
+    assert child == pid, f"clone3 with set_tid {pid}: {os.strerror(ctypes.get_errno())}"
+    deadline = time.monotonic() + 300
+    while (status := os.waitpid(child, os.WNOHANG))[0] == 0:
+        if time.monotonic() > deadline:
+            os.kill(child, signal.SIGKILL)
+        time.sleep(0.1)
+    return os.waitstatus_to_exitcode(status[1]), out_path.read_text(), err_path.read_text()
