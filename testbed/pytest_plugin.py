@@ -234,7 +234,7 @@ class KernelTestBed:
         )
 
     def _stand_in(self, items: list[pytest.Item], kernel_items: set[pytest.Item]) -> None:
-        """Replace each kernel test by one stand-in per image, in place."""
+        """Replace each kernel test by one stand-in per image, in place, after every host test."""
         replaced: list[pytest.Item] = []
         for item in items:
             if item not in kernel_items:
@@ -253,7 +253,10 @@ class KernelTestBed:
                 stand_in.keywords.update(item.keywords)
                 stand_in.keywords[label] = True
                 replaced.append(stand_in)
-        items[:] = replaced
+        # the stand-ins last: the host's own tests run while the guests do
+        items[:] = [i for i in replaced if not isinstance(i, GuestItem)] + [
+            i for i in replaced if isinstance(i, GuestItem)
+        ]
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.selected = [item for item in session.items if isinstance(item, GuestItem)]

@@ -133,6 +133,10 @@ def test_guest_outcomes_become_host_outcomes_per_image(pytester, tmp_path, requi
         f"user_events: {4 * n} kernel tests in qemu guests, on {', '.join(images)} ({n} at once)*"
     )
     result.stdout.fnmatch_lines([at_once])  # every guest boots at once, beside the host's tests
+    host_test = text.index("::test_runs_on_the_host PASSED")
+    first_stand_in = re.search(r"::test_\w+@\S+ (PASSED|FAILED|SKIPPED)", text)
+    assert first_stand_in, text
+    assert host_test < first_stand_in.start(), "the host's tests run while the guests do, not after"
     if require:  # a kernel test skipped in the guest for another reason fails the run
         result.assert_outcomes(passed=1 + n + c, failed=2 * n, skipped=n - c)
         result.stdout.fnmatch_lines(["*skipped in the guest: *a reason from the guest*"])

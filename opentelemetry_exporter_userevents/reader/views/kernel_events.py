@@ -272,10 +272,8 @@ class KernelEvents:
     # --- threads --------------------------------------------------------------------
 
     def watch(self, tids: Iterable[int]) -> None:
-        """List the processes of these writer threads (``common_pid``), every thread of
-        each, when a thread's process is not listed yet: a thread the timeline knows as a
-        listed process's costs a lookup in a dict, any other one a ``/proc`` lookup. The
-        main loop's: it owns the timeline."""
+        """The main loop's (it owns the timeline): list the processes of these writer
+        threads, each not listed yet, with every thread of it (a ``/proc`` lookup)."""
         self._take_announced()
         timeline = self.timeline
         unknown = []
