@@ -118,6 +118,11 @@ def parser() -> argparse.ArgumentParser:
             "prefix whose tracepoints match our schemas (those appear within a rescan) "
             "(default: the --prefix before the command; status: every prefix)",
         )
+    stat.add_argument(
+        "--spool",
+        metavar="DIR",
+        help="also show the health a 'record --spool DIR' reader last wrote there (default: none)",
+    )
     rec.add_argument("--duration", type=_duration, help="seconds to record (default: until Ctrl-C)")
     rec.add_argument(
         "--filter",
@@ -234,6 +239,17 @@ def parser() -> argparse.ArgumentParser:
         metavar="MB",
         help="bytes the spool holds at most, in MiB (default 256); past it the oldest "
         "requests are dropped, counted in the summary",
+    )
+    rec.add_argument(
+        "--health-interval",
+        type=_seconds,
+        default=60.0,
+        metavar="SECONDS",
+        help="with --exporter otlp_proto_http: every SECONDS, and once at stop, send the "
+        "reader's own health (records read, lost, invalid, dropped, queued, spooled, "
+        "exported and failed, each request's duration) as OTLP metrics through the same "
+        "output (service.name otel-userevents); with --spool, also write it to "
+        "DIR/health.json for 'status --spool DIR' (default 60; 0: never)",
     )
     rec.add_argument("--rescan-interval", type=float, default=0.5, help=argparse.SUPPRESS)
     rec.add_argument("--resource-wait", type=float, default=11.0, help=argparse.SUPPRESS)

@@ -30,6 +30,7 @@ from opentelemetry_exporter_userevents.reader.commands.common import (
 from opentelemetry_exporter_userevents.reader.decode.decoder import TraceRecord
 from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.reader.live.trace_reader import TraceReader
+from opentelemetry_exporter_userevents.reader.outputs.health_metrics import HealthReporter
 from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutput, Output
 from opentelemetry_exporter_userevents.reader.outputs.output_stage import OutputStage
 from opentelemetry_exporter_userevents.reader.outputs.spool import Spool
@@ -88,6 +89,7 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         span_enricher=kernel,
     )
     started = time.monotonic()
+    health = _health_reporter(args, destination, started)
     parallel = _Parallel(reader, rebuilder, workers, kernel)
     stop_reason = "error"
     failed: WorkerError | None = None
@@ -118,6 +120,8 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                     err.write(_summary(reader, rebuilder, output, started, "") + "\n")
                     err.flush()
                     next_progress = now + PROGRESS_INTERVAL
+                if health is not None and health.due(now):
+                    health.report(reader, rebuilder, output, now)
                 return found
 
             deadline = started + args.duration if args.duration else None
@@ -128,6 +132,9 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             except WorkerError as error:  # what was rebuilt is written, then the error
                 failed = error
             output.write(rebuilder.flush())
+            if health is not None:  # once at stop: the last counts, what was queued delivered
+                output.wait_idle(output.deadline or time.monotonic())
+                health.report(reader, rebuilder, output, time.monotonic())
     finally:
         parallel.close()
         if kernel is not None:
@@ -136,11 +143,30 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         output.close()
     if reader.cleanup_error:
         err.write(f"otel-userevents: {printable(reader.cleanup_error)}\n")
+    if health is not None and health.error:
+        err.write(f"otel-userevents: {printable(health.error)}\n")
     err.write(_summary(reader, rebuilder, output, started, stop_reason) + "\n")
     if failed is not None:
         err.write(f"otel-userevents: {printable(str(failed))}\n")
     err.flush()
     return 1 if failed is not None else 0
+
+
+def _health_reporter(
+    args: argparse.Namespace, destination: Output, started: float
+) -> HealthReporter | None:
+    """With ``--health-interval``: the reader's health, sent as metric points with
+    ``--exporter otlp_proto_http`` (through the output stage, counted as its other
+    items), and written to ``--spool``'s ``health.json`` for ``status``."""
+    interval = getattr(args, "health_interval", 0.0)
+    send = (
+        args.exporter == "otlp_proto_http"
+        and isinstance(destination, ExporterOutput)
+        and destination.metrics is not None
+    )
+    if not interval or not (send or args.spool):
+        return None
+    return HealthReporter(interval, started, send, args.spool)
 
 
 class _Parallel:

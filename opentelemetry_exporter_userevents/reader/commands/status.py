@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 from typing import TextIO
 
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs, TracefsError, check_user_events
@@ -24,6 +25,10 @@ from opentelemetry_exporter_userevents.reader.live.tracefs_instance import (
     STALE,
     Namespace,
     judge_instances,
+)
+from opentelemetry_exporter_userevents.reader.outputs.health_metrics import (
+    health_lines,
+    read_health_file,
 )
 from opentelemetry_exporter_userevents.reader.terminal_text import printable
 from opentelemetry_exporter_userevents.record.tracepoints import (
@@ -60,7 +65,35 @@ def status(args: argparse.Namespace, out: TextIO) -> int:
         wanted = "any prefix" if ANY_PREFIX in prefixes else ", ".join(prefixes)
         _line(out, f"no tracepoints of ours are registered ({wanted})")
     _reader_instances(tracefs, out)
+    if getattr(args, "spool", None):
+        reader_health(args.spool, out)
     return 0
+
+
+def reader_health(directory: str, out: TextIO) -> None:
+    """The health a ``record --spool DIR`` reader last wrote in DIR (``health.json``:
+    every ``--health-interval`` and at stop), and whether that reader still runs."""
+    health = read_health_file(directory)
+    if health is None:
+        _line(out, f"reader health: none in {directory}")
+        return
+    age = max(0.0, (time.time_ns() - health.time_ns) / 1e9)
+    running = "running" if _running(health.pid) else "gone"
+    _line(out, f"reader health (pid {health.pid}, {running}, {age:.0f} s ago):")
+    for line in health_lines(health):
+        _line(out, "  " + line)
+
+
+def _running(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _reader_instances(tracefs: Tracefs, out: TextIO) -> None:

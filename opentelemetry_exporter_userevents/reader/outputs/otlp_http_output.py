@@ -36,6 +36,7 @@ from __future__ import annotations
 import logging
 import os
 import ssl
+import time
 import urllib.request
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -43,7 +44,8 @@ from typing import Any
 
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint, metrics_data
 from opentelemetry_exporter_userevents.reader.outputs import otlp_proto_direct
-from opentelemetry_exporter_userevents.reader.outputs.otlp_http_post import Poster
+from opentelemetry_exporter_userevents.reader.outputs.health_metrics import Durations, error_type
+from opentelemetry_exporter_userevents.reader.outputs.otlp_http_post import Delivery, Poster
 from opentelemetry_exporter_userevents.reader.outputs.spool import Segment, Spool
 
 _logger = logging.getLogger(__name__)
@@ -86,6 +88,17 @@ class DirectSender:
         """Whether the last request was taken (the collector answers: drain the spool)."""
         self.in_flight: tuple[bytes, int] | None = None
         """The request being posted and its records (spooled at stop if still there)."""
+        self.delivered = 0
+        """Records the collector took (less those its ``partial_success`` rejected)."""
+        self.durations = Durations()
+        """Each POST's duration, its retries included, by ``error.type`` when not taken."""
+
+    def _deliver(self, data: bytes) -> Delivery:
+        started = time.monotonic()
+        delivery = self._poster.deliver(data)
+        failed = "" if delivery.taken else error_type(delivery.reason or "not taken")
+        self.durations.record(time.monotonic() - started, failed)
+        return delivery
 
     def _count(self, reason: str, records: int) -> None:
         if reason not in self.failed_by_reason and len(self.failed_by_reason) >= MAX_REASONS:
@@ -112,7 +125,7 @@ class DirectSender:
             self._count("larger than the exporter's max_request_size", len(records))
             return len(records)
         self.in_flight = (data, len(records) - failed)
-        delivery = self._poster.deliver(data)  # the poster logged what went wrong
+        delivery = self._deliver(data)  # the poster logged what went wrong
         self.in_flight = None
         self.taken = delivery.taken
         if not delivery.taken:
@@ -125,6 +138,7 @@ class DirectSender:
         if rejected:
             message = f": {delivery.message}" if delivery.message else ""
             self._count(f"rejected by the collector{message}", rejected)
+        self.delivered += len(records) - failed - rejected
         return failed + rejected
 
     def spool_records(self, records: Sequence[Any]) -> int:
@@ -152,7 +166,7 @@ class DirectSender:
     def resend(self, segment: Segment) -> tuple[bool, int]:
         """Post a spooled request again: whether the collector answered (the segment is
         done with: taken, or refused for good, counted), and its records not delivered."""
-        delivery = self._poster.deliver(segment.payload)
+        delivery = self._deliver(segment.payload)
         self.taken = delivery.taken
         if not delivery.taken:
             if delivery.later:
@@ -163,6 +177,7 @@ class DirectSender:
         if rejected:
             message = f": {delivery.message}" if delivery.message else ""
             self._count(f"rejected by the collector{message}", rejected)
+        self.delivered += segment.records - rejected
         return True, rejected
 
     def close(self) -> None:

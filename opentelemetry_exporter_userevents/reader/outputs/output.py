@@ -306,6 +306,20 @@ class ExporterOutput:
             kept[reason] += count
         return kept
 
+    def delivered(self) -> dict[str, tuple[int, Counter[str], Any]]:
+        """Per direct sender's kind (``spans``, ``logs``, ``metrics``): records the collector
+        took, those that failed for good by reason, and each POST's durations by
+        ``error.type`` (on the output's thread, for :mod:`.health_metrics`)."""
+        counts: dict[str, tuple[int, Counter[str], Any]] = {}
+        for kind, sender in zip(("spans", "logs", "metrics"), self._senders(), strict=True):
+            if sender is not None:
+                counts[kind] = (
+                    sender.delivered,
+                    Counter(sender.failed_by_reason),
+                    sender.durations.copy(),
+                )
+        return counts
+
     def close(self) -> None:
         for sender in (self._direct_spans, self._direct_logs, self._direct_metrics):
             if sender is not None:

@@ -141,6 +141,10 @@ class OutputStage:
         self.failed_by_reason: Counter[str] = Counter()
         """Of ``failed``, what the output says why (``failed_by_reason()``, if it has one:
         the OTLP/HTTP senders), as of its last write."""
+        self.delivered: dict[str, tuple[int, Counter[str], Any]] = {}
+        """Per sender kind (``spans``, ``logs``, ``metrics``), records the collector took,
+        failed ones by reason and each POST's durations (``delivered()``, if the output has
+        it: the OTLP/HTTP senders), as of its last write."""
         self._raised = 0
         self._stopped = False
         self._done = threading.Event()
@@ -176,8 +180,7 @@ class OutputStage:
                 except Exception:  # noqa: BLE001 - what stays spooled is tried again later
                     pass
                 with self._lock:
-                    self.failed = output.failed + self._raised
-                    self.failed_by_reason = _failed_by_reason(output)
+                    self._take_counts(output)
                 continue
             batch, kinds = queued
             with self._lock:
@@ -194,8 +197,7 @@ class OutputStage:
                     return  # the whole batch was counted as not delivered at stop
                 self._in_flight = Counter()
                 self.written.update(kinds)
-                self.failed = output.failed + self._raised
-                self.failed_by_reason = _failed_by_reason(output)
+                self._take_counts(output)
         try:
             output.close()
         except Exception:  # noqa: BLE001 - a third-party exporter's shutdown; nothing is lost
@@ -203,9 +205,37 @@ class OutputStage:
         finally:
             with self._lock:
                 if not self._stopped:
-                    self.failed = output.failed + self._raised
-                    self.failed_by_reason = _failed_by_reason(output)
+                    self._take_counts(output)
             self._done.set()
+
+    def _take_counts(self, output: Output) -> None:
+        """The output's counts, copied on the stage's thread (with the lock held)."""
+        self.failed = output.failed + self._raised
+        self.failed_by_reason = _failed_by_reason(output)
+        self.delivered = _delivered(output)
+
+    def health_counts(
+        self,
+    ) -> tuple[dict[str, Counter[str]], Counter[str], dict[str, tuple[int, Counter[str], Any]]]:
+        """For :mod:`.health_metrics`: items dropped by ``stage: reason`` and by kind, not
+        delivered at stop by kind, and what the output's senders delivered (``delivered``)."""
+        with self._lock:
+            return (
+                {reason: Counter(kinds) for reason, kinds in self.dropped.items()},
+                Counter(self.not_delivered),
+                dict(self.delivered),
+            )
+
+    def wait_idle(self, deadline: float, poll: float = 0.01) -> bool:
+        """Wait until nothing is queued or in flight, or ``deadline`` (monotonic): whether
+        it is (at stop, so that the last counts include what was delivered)."""
+        while True:
+            batches, waiting = self.counts()
+            if not batches and not waiting:
+                return True
+            if time.monotonic() >= deadline or self._done.is_set():
+                return False
+            time.sleep(poll)
 
     def stop_by(self, deadline: float) -> None:
         """Reading has stopped: the last writes may wait for room until ``deadline``, and
@@ -317,6 +347,17 @@ def _failed_by_reason(output: Output) -> Counter[str]:
         return Counter(by_reason())
     except Exception:  # noqa: BLE001 - the total in ``failed`` stays; only the why is missing
         return Counter()
+
+
+def _delivered(output: Output) -> dict[str, tuple[int, Counter[str], Any]]:
+    """The output's senders' counts, if it keeps them (on the stage's thread)."""
+    delivered = getattr(output, "delivered", None)
+    if not callable(delivered):
+        return {}
+    try:
+        return dict(delivered())
+    except Exception:  # noqa: BLE001 - only the health metrics miss them
+        return {}
 
 
 def _items(kinds: Counter[str]) -> str:
