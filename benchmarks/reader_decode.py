@@ -52,6 +52,7 @@ from opentelemetry_exporter_userevents.reader.outputs.output import (  # noqa: E
     Output,
     TreeOutput,
 )
+from opentelemetry_exporter_userevents.reader.outputs.sdk_objects import sdk_objects  # noqa: E402
 from opentelemetry_exporter_userevents.reader.workers import WorkerPool  # noqa: E402
 
 PATHS = {
@@ -70,7 +71,7 @@ def _with_workers(
     """Pages to OTLP/JSON lines as ``record --workers N`` does: each read's pages split
     into a chunk per worker, one read in flight while the main process rebuilds and
     writes the read before (records in page order, as the one-core path here)."""
-    rebuilder = Rebuilder(resource_wait=float("inf"), sdk_objects=False)
+    rebuilder = Rebuilder(resource_wait=float("inf"))
     output = OtlpJsonOutput(out)
     size = -(-PAGES_PER_READ // pool.count)
     in_flight: list[int] = []
@@ -89,6 +90,16 @@ def _with_workers(
     deliver()
     output.write(rebuilder.flush())
     return rebuilder, output
+
+
+class _SdkOtlpJsonOutput(OtlpJsonOutput):
+    """OTLP/JSON lines as the reader wrote them before: spans and logs built into SDK
+    objects (outputs/sdk_objects.py), then the OTLP encoder."""
+
+    def write(self, items: Any) -> None:
+        objects, failed = sdk_objects(items)
+        self.failed += failed
+        super().write(objects)
 
 
 def replay(
@@ -118,7 +129,8 @@ def measure(path: Path, repeat: int, workers: tuple[int, ...] = (2,)) -> dict[st
     spans and then the logs of the capture.
 
     As ``record`` and ``decode`` run: a read's pages are decoded (``RecordDecoder``),
-    rebuilt (``Rebuilder``: checked records joined to their resource, or SDK objects) and
+    rebuilt (``Rebuilder``: checked records joined to their resource; the sdk and tree paths
+    build SDK objects from them at the output) and
     written (OTLP/JSON lines, or the tree view), read after read; the file is synced at the
     end. Each round runs every path, one after the other, so their ratio comes from one
     run; the two OTLP/JSON files are checked equal. Reading the pages out of the kernel
@@ -166,12 +178,11 @@ def _measure_kind(
     with tempfile.TemporaryDirectory() as directory:
         files = {name: Path(directory) / name for name in PATHS}
         for _ in range(repeat):
-            for name, make in (("direct", OtlpJsonOutput), ("sdk", OtlpJsonOutput),
+            for name, make in (("direct", OtlpJsonOutput), ("sdk", _SdkOtlpJsonOutput),
                                ("tree", TreeOutput)):  # fmt: skip
-                sdk_objects = name != "direct"
                 with open(files[name], "w", encoding="utf-8") as out:
                     started = clock()
-                    rebuilder = Rebuilder(resource_wait=float("inf"), sdk_objects=sdk_objects)
+                    rebuilder = Rebuilder(resource_wait=float("inf"))
                     output = make(out)
                     spent = replay(decoder, pages, rebuilder, output)
                     output.close()

@@ -181,7 +181,7 @@ def _measure_kind(
             output = ExporterOutput("otlp_proto_http", direct=direct)
             assert output.sdk_objects is not direct, "the direct path is there"
             started = clock()
-            rebuilder = Rebuilder(resource_wait=float("inf"), sdk_objects=not direct)
+            rebuilder = Rebuilder(resource_wait=float("inf"))
             spent = replay(decoder, pages, rebuilder, output)
             elapsed = clock() - started
             output.close()

@@ -45,6 +45,7 @@ from opentelemetry_exporter_userevents.reader.outputs.output import OtlpJsonOutp
 from opentelemetry_exporter_userevents.record import schema
 from tests.support.kernel_support import drop_privileges, in_child, wait_until
 from tests.support.otlp import flatten
+from tests.support.sdk_rebuild import SdkRebuilder
 from tests.support.span_fixtures import make_spans
 
 pytestmark = pytest.mark.kernel
@@ -267,7 +268,7 @@ def test_two_readers_at_once_each_get_every_record(tracefs, prefix):
         rebuilt = []
         for reader in (first, second):
             rebuilt.append(
-                _read_all(reader, Rebuilder(), lambda items: len(items) >= 30, timeout=30)
+                _read_all(reader, SdkRebuilder(), lambda items: len(items) >= 30, timeout=30)
             )
 
     assert [len(r) for r in rebuilt] == [30, 30]
@@ -282,10 +283,10 @@ def test_kernel_filter_keeps_only_matching_spans_and_skips_tracepoints_without_t
         assert any(name.startswith(f"{prefix}_log_info") for name in reader.filter_rejected)
         assert not any("_log_" in name for name in reader.tracepoints)
         in_child(lambda: _write_spans(prefix, 30))
-        spans = _read_all(reader, Rebuilder(), lambda items: len(items) >= 10, timeout=30)
+        spans = _read_all(reader, SdkRebuilder(), lambda items: len(items) >= 10, timeout=30)
         # No sleep: every writev returned before in_child did, and a returned write is in
         # the buffer, so this read drains whatever else the filter let through.
-        spans += Rebuilder().add(reader.read())
+        spans += SdkRebuilder().add(reader.read())
 
     assert [s.name for s in spans] == [f"span {n}" for n in range(0, 30, 3)]
     assert all(s.status.status_code is StatusCode.ERROR for s in spans)

@@ -150,7 +150,7 @@ def decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         workers = 1
     output = output_of(args, out, workers)
     # the whole file is there: no waiting
-    rebuilder = Rebuilder(resource_wait=float("inf"), sdk_objects=output.sdk_objects)
+    rebuilder = Rebuilder(resource_wait=float("inf"))
     damaged: CaptureError | None = None
     failed: WorkerError | None = None
     pool: WorkerPool | None = None

@@ -84,7 +84,6 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         kernel = KernelView(events, int(args.kernel_wait_threshold * 1_000_000))
     rebuilder = Rebuilder(
         resource_wait=args.resource_wait,
-        sdk_objects=output.sdk_objects,
         process_views=views,
         span_enricher=kernel,
     )

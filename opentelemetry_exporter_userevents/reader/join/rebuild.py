@@ -1,10 +1,10 @@
 # Copyright The OpenTelemetry Authors
 # SPDX-License-Identifier: Apache-2.0
 
-"""Decoded records back into the SDK's own types: ``ReadableSpan``, ``ReadableLogRecord``
-and metric points; or, for an output that writes them itself (OTLP/JSON, see
-:mod:`.otlp_json_direct`), checked spans and logs joined to their resource and scope
-(:class:`JoinedRecord`), counted and released exactly as the SDK objects would be.
+"""Decoded records joined to their resources and scopes: checked spans and logs as
+:class:`JoinedRecord` (an output writes them straight, :mod:`.otlp_json_direct`, or builds
+the SDK's ``ReadableSpan`` and ``ReadableLogRecord`` from them, :mod:`.sdk_objects`), and
+metric points; counted.
 
 Every record first crosses the validation boundary (:mod:`.validation`), here or, with
 ``--workers``, in the worker that decoded it (:mod:`.joinable`: an encoded span or log and
@@ -16,9 +16,9 @@ Each record carries a ``resource_id``; the resource itself arrives on its own tr
 (see docs/schema.md), and is learnt only if the id is the hash of its texts, so no process
 can replace a resource another announced. Records whose resource is not known yet wait
 for it, up to ``resource_wait`` seconds, and are then released with an empty resource
-(counted). Values come back as the SDK stores them: attribute sequences as tuples, dropped
-counts in ``BoundedAttributes``/``BoundedList``, one Resource and one InstrumentationScope
-object per distinct value (the OTLP encoder groups by them).
+(counted). Resources and scopes come back as the SDK stores them (attribute sequences as
+tuples), one Resource and one InstrumentationScope object per distinct value (the OTLP
+encoders group by them).
 
 With a :class:`.process_view.ProcessViews` (``record`` only: a capture's pids are another
 time's), each record's resource also gets what the host sees of its writer (its pid, the
@@ -33,9 +33,6 @@ forgotten past ``MAX_RESOURCES`` (it is announced again within its interval), th
 waiting longest are released without their resource past ``MAX_PENDING_RECORDS`` or
 ``MAX_PENDING_RESOURCES`` ids, and services past ``MAX_SERVICES`` are counted together; each
 eviction is counted.
-
-The one field a record does not carry is the parent's own trace flags and trace state
-(the SDK keeps them in ``span.parent``; OTLP does not export them): the span's are used.
 """
 
 from __future__ import annotations
@@ -44,23 +41,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from opentelemetry._logs import LogRecord, SeverityNumber
-from opentelemetry.context import Context
-from opentelemetry.sdk._logs import ReadableLogRecord
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import (
-    Link,
-    NonRecordingSpan,
-    SpanContext,
-    SpanKind,
-    Status,
-    StatusCode,
-    TraceFlags,
-    TraceState,
-    set_span_in_context,
-)
 
 from opentelemetry_exporter_userevents.reader.decode.checked_records import (
     CheckedLog,
@@ -78,7 +60,6 @@ from opentelemetry_exporter_userevents.reader.join.joined_record import (
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint, rebuild_point
 from opentelemetry_exporter_userevents.reader.join.sdk_values import (
     bounded_attributes,
-    bounded_list,
     sdk_attributes,
 )
 from opentelemetry_exporter_userevents.reader.views.process_view import (
@@ -93,9 +74,8 @@ from opentelemetry_exporter_userevents.record.tracepoints import (
     parse_tracepoint,
 )
 
-Telemetry = ReadableSpan | ReadableLogRecord | MetricPoint | JoinedRecord
-
-_NO_CONTEXT = set_span_in_context(NonRecordingSpan(SpanContext(0, 0, False)), Context())
+Telemetry = JoinedRecord | MetricPoint
+"""What the join hands the outputs: spans and logs joined, metric points built."""
 
 MAX_RESOURCES = 4096
 """Resources kept; past this the one learnt first is forgotten (``resources_evicted``)."""
@@ -156,21 +136,19 @@ class RebuildStats:
 
 
 class Rebuilder:
-    """Turns decoded records into ReadableSpan, ReadableLogRecord and MetricPoint, resources
-    joined; with ``sdk_objects=False``, spans and logs into :class:`JoinedRecord` instead
-    (the same records, the same counts)."""
+    """Turns decoded records into :class:`JoinedRecord` (spans and logs) and MetricPoint,
+    resources and scopes joined. An output that needs ReadableSpan and ReadableLogRecord
+    builds them itself (:mod:`..outputs.sdk_objects`)."""
 
     def __init__(
         self,
         resource_wait: float = 11.0,
-        sdk_objects: bool = True,
         process_views: ProcessViews | None = None,
         span_enricher: Callable[[CheckedSpan, int], CheckedSpan] | None = None,
     ) -> None:
         """``span_enricher(span, writer_tid)``: a span with what it adds (``--kernel``)."""
         self.resource_wait = resource_wait
         self.span_enricher = span_enricher
-        self.sdk_objects = sdk_objects
         self.process_views = process_views
         """What the host sees of each writer pid, added to its records' resources; None:
         nothing added."""
@@ -304,22 +282,16 @@ class Rebuilder:
             if isinstance(checked, CheckedSpan):
                 if self.span_enricher is not None:
                     checked = self.span_enricher(checked, checked.pid)
-                if self.sdk_objects:
-                    ready.append(self.span(checked, resource, scope))
-                else:
-                    ready.append(JoinedRecord(checked, resource, scope))
+                ready.append(JoinedRecord(checked, resource, scope))
                 stats.spans += 1
             elif isinstance(checked, CheckedLog):
-                if self.sdk_objects:
-                    ready.append(self.log(checked, resource, scope))
-                else:
-                    ready.append(JoinedRecord(checked, resource, scope))
+                ready.append(JoinedRecord(checked, resource, scope))
                 stats.logs += 1
             elif isinstance(checked, CheckedMetric):
                 ready.append(rebuild_point(checked, resource, scope))
                 stats.metric_points += 1
-            else:  # a worker's, already encoded: no SDK object (an output that needs one
-                # counts it in ``failed``; workers run only for outputs that do not)
+            else:  # a worker's, already encoded (an output that needs SDK objects counts
+                # it in ``failed``; workers run only for outputs that do not)
                 ready.append(JoinedRecord(checked, resource, scope))
                 if checked.kind == SPAN_KIND:
                     stats.spans += 1
@@ -358,87 +330,6 @@ class Rebuilder:
             self._scopes.clear()
         self._scopes[text] = scope
         return scope
-
-    @staticmethod
-    def span(
-        checked: CheckedSpan, resource: Resource, scope: InstrumentationScope | None
-    ) -> ReadableSpan:
-        """A ReadableSpan from a checked ``otel_span`` record."""
-        trace_id = checked.trace_id
-        flags = TraceFlags(checked.trace_flags)
-        trace_state = TraceState(list(checked.trace_state)) if checked.trace_state else TraceState()
-        parent = None
-        if checked.parent_span_id is not None:
-            parent = SpanContext(
-                trace_id,
-                checked.parent_span_id,
-                is_remote=checked.parent_is_remote,
-                trace_flags=flags,
-                trace_state=trace_state,
-            )
-        events = [
-            Event(event.name, bounded_attributes(event.attributes, event.dropped), event.time_ns)
-            for event in checked.events
-        ]
-        links = [
-            Link(
-                SpanContext(
-                    link.trace_id,
-                    link.span_id,
-                    is_remote=link.is_remote,
-                    trace_flags=TraceFlags(link.trace_flags),
-                    trace_state=TraceState(list(link.trace_state))
-                    if link.trace_state
-                    else TraceState(),
-                ),
-                bounded_attributes(link.attributes, link.dropped),
-            )
-            for link in checked.links
-        ]
-        code = StatusCode(checked.status_code)
-        description = checked.status_description or None
-        return ReadableSpan(
-            name=checked.name,
-            context=SpanContext(
-                trace_id,
-                checked.span_id,
-                is_remote=False,
-                trace_flags=flags,
-                trace_state=trace_state,
-            ),
-            parent=parent,
-            resource=resource,
-            attributes=bounded_attributes(checked.attributes, checked.dropped_attributes),
-            events=bounded_list(events, checked.dropped_events),
-            links=bounded_list(links, checked.dropped_links),
-            kind=SpanKind(checked.kind),
-            status=Status(code, description if code is StatusCode.ERROR else None),
-            start_time=checked.start_time_ns,
-            end_time=checked.end_time_ns,
-            instrumentation_scope=scope,
-        )
-
-    @staticmethod
-    def log(
-        checked: CheckedLog, resource: Resource, scope: InstrumentationScope | None
-    ) -> ReadableLogRecord:
-        """A ReadableLogRecord from a checked ``otel_log_*`` record."""
-        number = checked.severity_number
-        record = LogRecord(
-            timestamp=checked.time_ns or None,
-            observed_timestamp=checked.observed_time_ns,
-            context=_NO_CONTEXT,
-            severity_text=checked.severity_text,
-            severity_number=SeverityNumber(number) if number else None,
-            body=checked.body,  # the SDK keeps a body as it was given
-            event_name=checked.event_name,
-        )
-        # Set after construction: LogRecord takes ids from its context, not from 0 values.
-        record.trace_id = checked.trace_id
-        record.span_id = checked.span_id
-        record.trace_flags = TraceFlags(checked.trace_flags)
-        record.attributes = bounded_attributes(checked.attributes, checked.dropped_attributes)
-        return ReadableLogRecord(log_record=record, resource=resource, instrumentation_scope=scope)
 
 
 def _kind(checked: Joinable) -> str:

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 
 """Checked values as the SDK keeps them: attribute sequences as tuples, dropped counts in
-``BoundedAttributes`` and ``BoundedList``, so a rebuilt object encodes as the app's did."""
+``BoundedAttributes``, so a rebuilt object encodes as the app's did (resources and scopes
+here; spans and logs in outputs/sdk_objects.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry.attributes import BoundedAttributes
-from opentelemetry.sdk.util import BoundedList
 
 
 def sdk_value(value: Any) -> Any:
@@ -29,12 +29,5 @@ def sdk_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
 
 def bounded_attributes(attributes: Mapping[str, Any], dropped: int = 0) -> BoundedAttributes:
     bounded = BoundedAttributes(maxlen=None, attributes=sdk_attributes(attributes), immutable=True)
-    bounded.dropped = dropped
-    return bounded
-
-
-def bounded_list(items: list[Any], dropped: int) -> BoundedList[Any]:
-    bounded: BoundedList[Any] = BoundedList(None)
-    bounded.extend(items)
     bounded.dropped = dropped
     return bounded

@@ -4,9 +4,9 @@
 """Where rebuilt spans and logs go: OTLP/JSON lines, a tree view, or an exporter.
 
 Every output takes batches of rebuilt telemetry in order and counts in ``failed`` what it
-could not write (never raising for one bad item). ``sdk_objects`` says whether it needs
-spans and logs as SDK objects; OTLP/JSON does not: it writes checked records straight
-(:mod:`.otlp_json_direct`).
+could not write (never raising for one bad item). Spans and logs come joined
+(:class:`.JoinedRecord`): OTLP/JSON writes them straight (:mod:`.otlp_json_direct`); the
+tree view and an SDK exporter get them built into SDK objects here (:mod:`.sdk_objects`).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from opentelemetry_exporter_userevents.reader.outputs import (
     otlp_json_direct,
 )
 from opentelemetry_exporter_userevents.reader.outputs.grouping import EncodedCache
+from opentelemetry_exporter_userevents.reader.outputs.sdk_objects import sdk_objects
 from opentelemetry_exporter_userevents.reader.outputs.spool import Spool
 from opentelemetry_exporter_userevents.reader.outputs.tree_view import TreeView
 
@@ -35,28 +36,23 @@ from opentelemetry_exporter_userevents.reader.outputs.tree_view import TreeView
 class Output(Protocol):
     failed: int
     """Items the output could not write."""
-    sdk_objects: bool
-    """Whether it takes spans and logs as ReadableSpan and ReadableLogRecord (else as
-    JoinedRecord: ``Rebuilder(sdk_objects=...)``)."""
 
     def write(self, items: Sequence[Telemetry]) -> None: ...
 
     def close(self) -> None: ...
 
 
-def _split(items: Sequence[Telemetry]) -> tuple[list[ReadableSpan], list[ReadableLogRecord]]:
+Item = Telemetry | ReadableSpan | ReadableLogRecord
+"""What an output's ``write`` takes: the join's, or spans and logs already built into SDK
+objects (OTLP/JSON encodes them with the OTLP encoder: the same JSON)."""
+
+
+def _split(items: Sequence[Item]) -> tuple[list[ReadableSpan], list[ReadableLogRecord]]:
     spans = [i for i in items if isinstance(i, ReadableSpan)]
     return spans, [i for i in items if isinstance(i, ReadableLogRecord)]
 
 
-def _sdk_objects(
-    items: Sequence[Telemetry],
-) -> list[ReadableSpan | ReadableLogRecord | MetricPoint]:
-    """Items but JoinedRecords (a rebuilder made with ``sdk_objects=False`` hands them)."""
-    return [i for i in items if not isinstance(i, JoinedRecord)]
-
-
-def _metric_points(items: Sequence[Telemetry]) -> list[MetricPoint]:
+def _metric_points(items: Sequence[Item]) -> list[MetricPoint]:
     return [i for i in items if isinstance(i, MetricPoint)]
 
 
@@ -64,10 +60,8 @@ class OtlpJsonOutput:
     """One ExportTraceServiceRequest line and one ExportLogsServiceRequest line per batch.
 
     Spans and logs come as JoinedRecord, written straight (:mod:`.otlp_json_direct`; with
-    ``--workers``, each with the item a worker encoded); as SDK objects, they go through
-    the OTLP encoder (the same JSON)."""
-
-    sdk_objects = False
+    ``--workers``, each with the item a worker encoded): no SDK object is built. Given as
+    SDK objects, they go through the OTLP encoder (the same JSON)."""
 
     def __init__(self, out: TextIO) -> None:
         otlp_json.require()
@@ -76,7 +70,7 @@ class OtlpJsonOutput:
         """Spans and logs the OTLP encoder could not carry, left out."""
         self._encoded = EncodedCache[str]()
 
-    def write(self, items: Sequence[Telemetry]) -> None:
+    def write(self, items: Sequence[Item]) -> None:
         # One pass, the kind told by type where it can be (``is_span`` only for a worker's
         # record): this runs for every span and log the reader writes.
         spans_joined: list[JoinedRecord] = []
@@ -122,15 +116,15 @@ class OtlpJsonOutput:
 
 
 class TreeOutput:
-    sdk_objects = True
+    """The tree view, of spans and logs built into SDK objects (:mod:`.sdk_objects`)."""
 
     def __init__(self, out: TextIO) -> None:
         self.view = TreeView(out)
         self.failed = 0
 
-    def write(self, items: Sequence[Telemetry]) -> None:
-        objects = _sdk_objects(items)
-        self.failed += len(items) - len(objects)
+    def write(self, items: Sequence[Item]) -> None:
+        objects, failed = sdk_objects(items)
+        self.failed += failed
         self.view.add(objects)
 
     def close(self) -> None:
@@ -147,9 +141,12 @@ class ExporterOutput:
     the request bytes made straight from checked records are posted as the exporter's
     client would, within a deadline per request (:mod:`.otlp_http_output`), and
     ``sdk_objects`` is False; metric points are posted the same way, encoded by the
-    exporter's encoder. Every other exporter gets SDK objects."""
+    exporter's encoder. Every other exporter gets SDK objects, built here
+    (:mod:`.sdk_objects`)."""
 
     sdk_objects = True
+    """Whether some spans or logs go to an exporter as SDK objects (built from their
+    JoinedRecord), not posted by a direct sender."""
 
     def __init__(self, name: str, direct: bool = True) -> None:
         if name == "user_events":
@@ -168,7 +165,7 @@ class ExporterOutput:
         self.failed = 0
         """Spans and logs the exporters did not take."""
         self.spool: Spool | None = None
-        self._not_sent: list[Telemetry] = []
+        self._not_sent: list[Item] = []
         self._direct_spans = otlp_http_output.direct_sender(self.spans, "spans") if direct else None
         self._direct_logs = otlp_http_output.direct_sender(self.logs, "logs") if direct else None
         self._direct_metrics = (
@@ -179,11 +176,15 @@ class ExporterOutput:
         ):
             self.sdk_objects = False
 
-    def write(self, items: Sequence[Telemetry]) -> None:
+    def write(self, items: Sequence[Item]) -> None:
         joined = [i for i in items if type(i) is JoinedRecord]
         if self.spool is not None:
             self._not_sent = list(items)  # spooled at stop, if this write is still under way
-        if joined:
+        if joined and self.sdk_objects:  # an SDK exporter: spans and logs as SDK objects
+            objects, failed = sdk_objects(items)
+            self.failed += failed
+            items = objects
+        elif joined:
             spans_joined = [i for i in joined if type(i.checked) is CheckedSpan]
             logs_joined = [i for i in joined if type(i.checked) is not CheckedSpan]
             for exporter, sender, records in (
@@ -236,7 +237,7 @@ class ExporterOutput:
     def _senders(self) -> tuple[otlp_http_output.DirectSender | None, ...]:
         return (self._direct_spans, self._direct_logs, self._direct_metrics)
 
-    def spool_batch(self, items: Sequence[Telemetry]) -> Counter[str]:
+    def spool_batch(self, items: Sequence[Item]) -> Counter[str]:
         """At stop, on the stopping thread: a batch the output did not get to, spooled;
         its items spooled, by kind (as the output stage counts them)."""
         spooled: Counter[str] = Counter()

@@ -118,7 +118,6 @@ class OutputStage:
         max_bytes: int = MAX_QUEUED_BYTES,
     ) -> None:
         self.output = output
-        self.sdk_objects = output.sdk_objects
         self.stop_timeout = stop_timeout
         self.failed = 0
         """The output's ``failed``, and batches its ``write`` raised for; updated by the

@@ -39,6 +39,7 @@ from opentelemetry_exporter_userevents.record.tracepoints import METRIC_KINDS
 from tests.support.captures import HEADER_EVENT, format_text
 from tests.support.otlp import flatten, metric_points
 from tests.support.pages import HEADER_PAGE, data_event, page, record
+from tests.support.sdk_rebuild import SdkRebuilder
 from tests.support.shape_strategies import (
     APP_PID,
     GENUINE,
@@ -177,7 +178,7 @@ def test_one_field_of_a_wrong_shape_is_counted_or_rebuilt_and_hurts_no_other_rec
 ):
     if hostile.kind != "resource":
         genuine_kind = hostile.kind
-    rebuilder = Rebuilder(resource_wait=float("inf"))
+    rebuilder = SdkRebuilder(resource_wait=float("inf"))
 
     ready = rebuilder.add(_batch(hostile, genuine_kind)) + rebuilder.flush()
 
@@ -260,7 +261,7 @@ def test_cli_decode_of_a_capture_with_one_wrong_field_writes_the_genuine_records
 def test_an_all_zero_span_id_is_counted_under_span_id():
     values = unpack("span", GENUINE["span"].payloads[2])
     values["span_id"] = "0" * 16
-    rebuilder = Rebuilder()
+    rebuilder = SdkRebuilder()
 
     rebuilder.add([trace_record("span", values, HOSTILE_PID)])
 
@@ -292,7 +293,7 @@ def test_scope_attributes_of_a_falsy_wrong_shape_are_counted(attributes):
     values["scope"] = (
         '{"name":"s","version":null,"schema_url":null,"attributes":' + attributes + "}"
     )
-    rebuilder = Rebuilder()
+    rebuilder = SdkRebuilder()
 
     rebuilder.add([trace_record("span", values, HOSTILE_PID)])
 
@@ -302,7 +303,7 @@ def test_scope_attributes_of_a_falsy_wrong_shape_are_counted(attributes):
 def test_a_resource_record_with_a_known_id_and_other_texts_is_counted():
     genuine = unpack("resource", RESOURCE_PAYLOAD)
     forged = dict(genuine, attributes='{"service.name":"forged"}')
-    rebuilder = Rebuilder()
+    rebuilder = SdkRebuilder()
 
     rebuilder.add([trace_record("resource", genuine, APP_PID)])
     rebuilder.add([trace_record("resource", forged, HOSTILE_PID)])
@@ -332,7 +333,7 @@ def _log_records(ids: range, resource_id) -> list[TraceRecord]:
 def test_records_of_never_announced_resources_keep_the_wait_table_bounded(monkeypatch):
     monkeypatch.setattr(rebuild, "MAX_PENDING_RESOURCES", 512)
     monkeypatch.setattr(rebuild, "MAX_PENDING_RECORDS", 20_000)
-    rebuilder = Rebuilder(resource_wait=float("inf"))
+    rebuilder = SdkRebuilder(resource_wait=float("inf"))
     total, rebuilt = 100_000, 0
 
     for start in range(0, total, 5_000):
@@ -351,7 +352,7 @@ def test_records_of_never_announced_resources_keep_the_wait_table_bounded(monkey
 
 def test_many_records_of_a_few_unknown_resources_keep_the_wait_bounded(monkeypatch):
     monkeypatch.setattr(rebuild, "MAX_PENDING_RECORDS", 1_000)
-    rebuilder = Rebuilder(resource_wait=float("inf"))
+    rebuilder = SdkRebuilder(resource_wait=float("inf"))
     total, rebuilt = 20_000, 0
 
     for start in range(0, total, 2_000):
@@ -365,7 +366,7 @@ def test_many_records_of_a_few_unknown_resources_keep_the_wait_bounded(monkeypat
 
 
 def test_many_valid_resource_announcements_keep_the_resource_table_bounded():
-    rebuilder = Rebuilder()
+    rebuilder = SdkRebuilder()
     total = 10_000
     batch = []
     for n in range(total):

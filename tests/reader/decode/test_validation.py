@@ -21,7 +21,6 @@ from opentelemetry_exporter_userevents.reader.decode.validation import (
     trace_state,
 )
 from opentelemetry_exporter_userevents.reader.join import rebuild
-from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.record import anyvalue, flags, schema
 from opentelemetry_exporter_userevents.record import metric_values as mv
 from opentelemetry_exporter_userevents.record.resource_id import hash_resource
@@ -35,6 +34,7 @@ from tests.reader.join.test_rebuild import (
 )
 from tests.support.pages import record
 from tests.support.records import format_of, same
+from tests.support.sdk_rebuild import SdkRebuilder
 from tests.support.span_fixtures import RESOURCE, make_logs, make_spans
 
 HOSTILE_PID = 4242
@@ -84,7 +84,7 @@ def test_a_span_of_the_wrong_shape_is_counted_by_reason_and_pid_and_its_neighbou
     rid = _rid()
     good = [span_record(span, rid) for span in spans]
     bad = _hostile(good[0], **{field: text})
-    rebuilder = Rebuilder()
+    rebuilder = SdkRebuilder()
     items = rebuilder.add([resource_record(RESOURCE), good[0], bad, *good[1:]])
     assert rebuilder.stats.invalid == 1
     assert rebuilder.stats.invalid_reasons == {reason: 1}
@@ -105,7 +105,7 @@ def test_a_span_of_the_wrong_shape_is_counted_by_reason_and_pid_and_its_neighbou
 )
 def test_a_log_of_the_wrong_shape_is_counted(field, value, reason):
     logs = make_logs()
-    rebuilder = Rebuilder()
+    rebuilder = SdkRebuilder()
     good = [log_record(readable, _rid()) for readable in logs]
     items = rebuilder.add([resource_record(RESOURCE), _hostile(good[0], **{field: value}), *good])
     assert rebuilder.stats.invalid_reasons == {reason: 1}
@@ -121,7 +121,7 @@ def test_a_resource_whose_id_is_not_the_hash_of_its_texts_replaces_nothing():
     )
     span = span_record(make_spans()[0], genuine.values["resource_id"])
     for order in ([impostor, genuine, span], [genuine, impostor, span]):
-        rebuilder = Rebuilder()
+        rebuilder = SdkRebuilder()
         (item,) = rebuilder.add(order)
         assert item.resource.attributes["service.name"] == RESOURCE.attributes["service.name"]
         assert rebuilder.stats.invalid_reasons == {
@@ -155,7 +155,7 @@ def test_records_waiting_for_resources_never_announced_are_bounded_and_counted(m
     monkeypatch.setattr(rebuild, "MAX_PENDING_RESOURCES", 8)
     monkeypatch.setattr(rebuild, "MAX_PENDING_RECORDS", 20)
     good = span_record(make_spans()[0])
-    rebuilder = Rebuilder(resource_wait=float("inf"))
+    rebuilder = SdkRebuilder(resource_wait=float("inf"))
     released = []
     for rid in range(100):  # 100 distinct unknown ids, 3 records each
         for _ in range(3):
@@ -169,7 +169,7 @@ def test_records_waiting_for_resources_never_announced_are_bounded_and_counted(m
 def test_resources_and_services_are_bounded_and_evictions_counted(monkeypatch):
     monkeypatch.setattr(rebuild, "MAX_RESOURCES", 4)
     monkeypatch.setattr(rebuild, "MAX_SERVICES", 3)
-    rebuilder = Rebuilder()
+    rebuilder = SdkRebuilder()
     span = make_spans()[0]
     for number in range(10):
         resource = Resource({"service.name": f"svc{number}"})
@@ -184,7 +184,7 @@ def test_resources_and_services_are_bounded_and_evictions_counted(monkeypatch):
 def test_invalid_pids_are_bounded(monkeypatch):
     monkeypatch.setattr(rebuild, "MAX_INVALID_PIDS", 2)
     good = span_record(make_spans()[0])
-    rebuilder = Rebuilder()
+    rebuilder = SdkRebuilder()
     rebuilder.add([good._replace(pid=pid, values={**good.values, "kind": 7}) for pid in range(5)])
     assert rebuilder.stats.invalid == 5
     assert rebuilder.stats.invalid_pids == {0: 1, 1: 1} and rebuilder.stats.invalid_other_pids == 3
@@ -193,7 +193,7 @@ def test_invalid_pids_are_bounded(monkeypatch):
 def test_reasons_carry_no_text_of_the_record():
     good = span_record(make_spans()[0])
     secret = "\x1b]0;pwned\x07"
-    rebuilder = Rebuilder()
+    rebuilder = SdkRebuilder()
     attributes = anyvalue.encode([secret])
     rebuilder.add([good._replace(values={**good.values, "attributes": attributes})])
     (reason,) = rebuilder.stats.invalid_reasons

@@ -1,7 +1,7 @@
 # Copyright The OpenTelemetry Authors
 # SPDX-License-Identifier: Apache-2.0
 
-"""Records back into ReadableSpan and ReadableLogRecord, OTLP/JSON and the tree view."""
+"""Records joined to their resources and scopes, and what the outputs make of them."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from opentelemetry_exporter_userevents.record import anyvalue, flags, schema
 from opentelemetry_exporter_userevents.record.resource_id import hash_resource
 from tests.support.pages import record
 from tests.support.records import format_of, plain, same
+from tests.support.sdk_rebuild import SdkRebuilder
 from tests.support.span_fixtures import RESOURCE, make_logs, make_spans
 
 SPAN_FORMAT = format_of(schema.SPAN, "otel_span.0")
@@ -125,37 +126,13 @@ def _plain_body(body):
     return plain(body)
 
 
-def test_spans_come_back_equal_field_by_field():
-    spans = make_spans()
-    rebuilder = Rebuilder()
-
-    rebuilt = rebuilder.add([resource_record(RESOURCE)] + [span_record(s, _rid()) for s in spans])
-
-    assert len(rebuilt) == len(spans) == 2
-    for got, want in zip(rebuilt, spans, strict=True):
-        check_same_span(got, want)
-    assert rebuilder.stats.spans == 2 and rebuilder.stats.resources == 1
-    assert type(rebuilt[1].attributes["list"]) is tuple
-
-
-def test_logs_come_back_equal_field_by_field():
-    logs = make_logs()
-    rebuilder = Rebuilder()
-
-    rebuilt = rebuilder.add([resource_record(RESOURCE)] + [log_record(r, _rid()) for r in logs])
-
-    assert len(rebuilt) == 25
-    for got, want in zip(rebuilt, logs, strict=True):
-        check_same_log(got, want)
-
-
 def _rid() -> int:
     return resource_record(RESOURCE).values["resource_id"]
 
 
 def test_records_wait_for_their_resource_then_give_up_with_an_empty_one():
     spans = make_spans()
-    rebuilder = Rebuilder(resource_wait=3600)
+    rebuilder = SdkRebuilder(resource_wait=3600)
 
     assert rebuilder.add([span_record(spans[0], _rid())]) == []
     assert rebuilder.pending == 1
@@ -167,13 +144,13 @@ def test_records_wait_for_their_resource_then_give_up_with_an_empty_one():
     assert orphan.resource == Resource.get_empty()
     assert rebuilder.stats.without_resource == 1 and rebuilder.pending == 0
 
-    impatient = Rebuilder(resource_wait=0)
+    impatient = SdkRebuilder(resource_wait=0)
     assert len(impatient.add([span_record(spans[1], 999)])) == 1
 
 
 def test_truncated_and_invalid_records_are_counted():
     span = make_spans()[0]
-    rebuilder = Rebuilder()
+    rebuilder = SdkRebuilder()
     cut = span_record(span, _rid())
     cut.values["truncated"] = flags.TRUNCATED_EVENTS
     broken = span_record(span, _rid())
@@ -188,7 +165,7 @@ def test_truncated_and_invalid_records_are_counted():
 def test_otlp_json_of_rebuilt_telemetry_equals_the_originals():
     spans = make_spans()
     logs = [r for r in make_logs() if otlp_can_carry(r)]
-    rebuilder = Rebuilder()
+    rebuilder = SdkRebuilder()
     rebuilt = rebuilder.add(
         [resource_record(RESOURCE)]
         + [span_record(s, _rid()) for s in spans]
@@ -226,7 +203,9 @@ def otlp_can_carry(readable) -> bool:
 
 def test_tree_view_nests_children_under_their_parent():
     spans = make_spans()  # the child ends (and arrives) first
-    rebuilt = Rebuilder().add([resource_record(RESOURCE)] + [span_record(s, _rid()) for s in spans])
+    rebuilt = SdkRebuilder().add(
+        [resource_record(RESOURCE)] + [span_record(s, _rid()) for s in spans]
+    )
     out = io.StringIO()
     view = TreeView(out)
 
@@ -245,7 +224,7 @@ def test_tree_view_nests_children_under_their_parent():
 def test_tree_view_prints_orphans_on_flush_and_logs_at_once():
     spans = make_spans()
     logs = make_logs()
-    rebuilder = Rebuilder()
+    rebuilder = SdkRebuilder()
     rebuilt = rebuilder.add(
         [resource_record(RESOURCE), span_record(spans[0], _rid()), log_record(logs[0], _rid())]
     )
@@ -272,7 +251,7 @@ def test_the_join_takes_a_workers_records_as_it_takes_checked_ones():
     decoded = [*spans, bad, unknown, *logs, resource]  # all but one wait for the resource
     encoded = check_and_encode(decoded, RecordChecker())
     assert {type(item) for item in encoded} == {EncodedRecord, RejectedRecord, TraceRecord}
-    here, there = Rebuilder(sdk_objects=False), Rebuilder(sdk_objects=False)
+    here, there = Rebuilder(), Rebuilder()
     lines = []
     for rebuilder, records in ((here, decoded), (there, encoded)):
         out = io.StringIO()

@@ -42,8 +42,13 @@ from opentelemetry_exporter_userevents.abi.ring_buffer import FTRACE_MAX_PAYLOAD
 from opentelemetry_exporter_userevents.reader import cli  # noqa: E402
 from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Rebuilder  # noqa: E402
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import metrics_data  # noqa: E402
-from opentelemetry_exporter_userevents.reader.outputs import otlp_http_output, otlp_json
+from opentelemetry_exporter_userevents.reader.outputs import (
+    otlp_http_output,
+    otlp_json,
+    sdk_objects,  # noqa: E402
+)
 from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutput  # noqa: E402
+from opentelemetry_exporter_userevents.reader.outputs.sdk_objects import sdk_object  # noqa: E402
 from opentelemetry_exporter_userevents.record import schema  # noqa: E402
 from tests.reader.capture.test_capture import _capture, _encodable, _pages, _resource_payload  # noqa: E402
 from tests.reader.capture.test_capture import _records as _capture_records  # noqa: E402
@@ -117,16 +122,15 @@ def _records() -> list[JoinedRecord]:
 
 
 def _as_sdk_objects(records: list[JoinedRecord]) -> list[Any]:
-    return [
-        Rebuilder.span(c, r, s) if c._fields[0] == "trace_id" else Rebuilder.log(c, r, s)  # type: ignore[arg-type]
-        for c, r, s in records
-    ]
+    return [sdk_object(joined) for joined in records]
 
 
 def _send(records: list[JoinedRecord], direct: bool) -> ExporterOutput:
+    """The join's records to the exporter output: posted straight, or (``direct`` False)
+    built into SDK objects by the output and handed to the exporter."""
     output = ExporterOutput("otlp_proto_http", direct=direct)
     assert output.sdk_objects is not direct
-    output.write(records if direct else _as_sdk_objects(records))
+    output.write(records)
     output.close()
     return output
 
@@ -267,10 +271,13 @@ def test_sdk_objects_where_the_client_is_not_known(
     assert otlp_http_output.direct_sender(OTLPLogExporter(), "logs") is None
     output = ExporterOutput("otlp_proto_http")
     assert output.sdk_objects
-    output.write(_as_sdk_objects(_records()))
+    output.write(_records())  # joined records: the output builds their SDK objects
+    output.write(_as_sdk_objects(_records()))  # SDK objects: as they are
     output.close()
     assert output.failed == 0
-    assert [r[0] for r in receiver.requests] == ["/v1/traces", "/v1/logs"]
+    assert [r[0] for r in receiver.requests] == ["/v1/traces", "/v1/logs"] * 2
+    bodies = [body for _, _, body in receiver.requests]
+    assert bodies[:2] == bodies[2:]  # the same bytes either way
     monkeypatch.delenv("OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED")
     monkeypatch.setattr(otlp_http_output, "direct_sender", lambda exporter, kind: None)
     assert ExporterOutput("otlp_proto_http").sdk_objects
@@ -287,10 +294,10 @@ def test_cli_decode_posts_what_the_app_handed_to_the_sdk(
         _encodable(make_logs(), otlp_json.logs_request),
     )
     built: list[Any] = []
-    original_span, original_log = Rebuilder.span, Rebuilder.log
+    original_span, original_log = sdk_objects.readable_span, sdk_objects.readable_log
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Rebuilder, "span", lambda *a: built.append(a) or original_span(*a))
-        patch.setattr(Rebuilder, "log", lambda *a: built.append(a) or original_log(*a))
+        patch.setattr(sdk_objects, "readable_span", lambda *a: built.append(a) or original_span(*a))
+        patch.setattr(sdk_objects, "readable_log", lambda *a: built.append(a) or original_log(*a))
         assert (
             cli.main(["decode", _capture(tmp_path, _pages(raws)), "--exporter", "otlp_proto_http"])
             == 0

@@ -26,6 +26,7 @@ from opentelemetry_exporter_userevents.reader.decode.checked_records import (
 from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Rebuilder
 from opentelemetry_exporter_userevents.reader.join.sdk_values import sdk_attributes
 from opentelemetry_exporter_userevents.reader.outputs import otlp_json, otlp_json_direct
+from opentelemetry_exporter_userevents.reader.outputs.sdk_objects import sdk_object
 from tests.support.otel_strategies import any_values, texts
 
 U64 = 2**64 - 1
@@ -142,10 +143,7 @@ def _quiet() -> Iterator[None]:
 
 
 def _sdk_path(batch: list[JoinedRecord]) -> tuple[Any, int]:
-    built: list[Any] = [
-        Rebuilder.span(c, r, s) if isinstance(c, CheckedSpan) else Rebuilder.log(c, r, s)  # type: ignore[arg-type]
-        for c, r, s in batch
-    ]
+    built: list[Any] = [sdk_object(joined) for joined in batch]
     request = (
         otlp_json.spans_request
         if isinstance(batch[0].checked, CheckedSpan)

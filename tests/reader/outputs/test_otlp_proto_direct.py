@@ -27,6 +27,7 @@ from opentelemetry_exporter_userevents.reader.decode.checked_records import (
 )
 from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Rebuilder
 from opentelemetry_exporter_userevents.reader.outputs import otlp_proto_direct
+from opentelemetry_exporter_userevents.reader.outputs.sdk_objects import sdk_object
 from tests.reader.outputs.test_otlp_json_direct import _quiet, batches, checked_logs, checked_spans
 
 
@@ -42,10 +43,7 @@ def _sdk_path(batch: list[JoinedRecord]) -> tuple[bytes | None, int]:
     batch with one it cannot; the direct path leaves that one out and counts it)."""
     spans = isinstance(batch[0].checked, CheckedSpan)
     encode = encode_spans if spans else encode_logs
-    built: list[Any] = [
-        Rebuilder.span(c, r, s) if spans else Rebuilder.log(c, r, s)  # type: ignore[arg-type]
-        for c, r, s in batch
-    ]
+    built: list[Any] = [sdk_object(joined) for joined in batch]
     good = [item for item in built if _encoded_or_none(encode, [item]) is not None]
     if not good:
         return None, len(built)

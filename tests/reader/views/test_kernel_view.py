@@ -24,7 +24,7 @@ from opentelemetry_exporter_userevents.abi.format import parse_format
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
 from opentelemetry_exporter_userevents.reader.cli import main
 from opentelemetry_exporter_userevents.reader.decode.checked_records import CheckedSpan
-from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.outputs.sdk_objects import readable_span
 from opentelemetry_exporter_userevents.reader.outputs.tree_view import TreeView
 from opentelemetry_exporter_userevents.reader.views.kernel_events import (
     ClockCheck,
@@ -205,7 +205,7 @@ def test_the_tree_view_shows_the_kernel_view_at_a_glance_and_escapes_what_apps_s
     out = io.StringIO()
     view = TreeView(out)
     for checked in (enriched, hostile):
-        view.add([Rebuilder.span(checked, Resource({"service.name": "s"}), None)])
+        view.add([readable_span(checked, Resource({"service.name": "s"}), None)])
     view.flush()
     text = out.getvalue()
     assert "k=v" in text and "linux.sched" not in text

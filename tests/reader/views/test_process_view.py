@@ -46,6 +46,7 @@ from opentelemetry_exporter_userevents.reader.views.process_view import (
     thread_group_of_status,
 )
 from tests.reader.join.test_rebuild import log_record, resource_record, span_record
+from tests.support.sdk_rebuild import SdkRebuilder
 from tests.support.span_fixtures import make_logs, make_spans
 
 ID = "0123456789abcdef" * 4
@@ -431,7 +432,7 @@ for _want in WANT.values():
 
 
 def test_same_resource_id_from_two_containers_gives_two_resources(tmp_path):
-    rebuilder = Rebuilder(process_views=two_containers(tmp_path))
+    rebuilder = SdkRebuilder(process_views=two_containers(tmp_path))
     first, second = app_records(5001), app_records(5002)
     assert first[0].values["resource_id"] == second[0].values["resource_id"]
     items = rebuilder.add(first + second)
@@ -450,7 +451,7 @@ def test_same_resource_id_from_two_containers_gives_two_resources(tmp_path):
 
 def test_same_resource_id_from_two_containers_in_otlp_json_direct(tmp_path):
     records = app_records(5001) + app_records(5002)
-    rebuilder = Rebuilder(sdk_objects=False, process_views=two_containers(tmp_path))
+    rebuilder = Rebuilder(process_views=two_containers(tmp_path))
     items = rebuilder.add(records)
     assert all(type(item) is JoinedRecord for item in items)
     out = io.StringIO()
@@ -467,7 +468,7 @@ def test_same_resource_id_from_two_containers_in_otlp_json_direct(tmp_path):
             assert attributes == {k: str(v) if k.startswith("process.") else v
                                   for k, v in WANT[pid].items()}  # fmt: skip
     # the direct line equals the encoder's of the SDK objects, view for view
-    sdk = Rebuilder(process_views=two_containers(tmp_path)).add(records)
+    sdk = SdkRebuilder(process_views=two_containers(tmp_path)).add(records)
     spans = [s for s in sdk if not hasattr(s, "log_record")]
     want = otlp_json.dumps(otlp_json.spans_request(spans))
     joined_spans = [i for i in items if type(i.checked).__name__ == "CheckedSpan"]
@@ -511,7 +512,7 @@ def test_a_rebuilder_without_views_is_unchanged(tmp_path):
     for item in plain:
         assert dict(item.resource.attributes) == dict(SAME_APP.attributes)
     assert len({id(item.resource) for item in plain}) == 1
-    direct = Rebuilder(sdk_objects=False).add(records)
+    direct = Rebuilder().add(records)
     out = io.StringIO()
     OtlpJsonOutput(out).write(direct)
     assert [len(json.loads(line)[key]) for line, key in
