@@ -96,6 +96,11 @@ def _apps_one_after_the_other(prefix: str) -> list[str]:
     return services
 
 
+NO_HEALTH = ("--health-interval", "0")
+"""The reader's own metrics, sent and counted like the apps' records, left out: these tests
+count the apps' records (tests/reader/outputs/test_health_metrics.py has the reader's)."""
+
+
 @pytest.mark.parametrize("collector", ["refusing", "dribbling"])
 def test_a_stuck_collector_does_not_keep_the_reader_from_new_apps(
     prefix, tmp_path, monkeypatch, dribbler, collector
@@ -105,7 +110,7 @@ def test_a_stuck_collector_does_not_keep_the_reader_from_new_apps(
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "10" if collector == "refusing" else "2")
     reader, _ = proc.reader(
         tmp_path, "--prefix", "*", "--exporter", "otlp_proto_http",
-        "--stop-timeout", str(STOP_TIMEOUT),
+        "--stop-timeout", str(STOP_TIMEOUT), *NO_HEALTH,
     )  # fmt: skip
     services = _apps_one_after_the_other(prefix)
     if collector == "dribbling":
@@ -128,7 +133,7 @@ def test_sigterm_under_a_dribbling_collector_exits_within_the_stop_timeout(
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "600")  # a request would wait for ever
     reader, _ = proc.reader(
         tmp_path, "--prefix", "*", "--exporter", "otlp_proto_http",
-        "--stop-timeout", str(STOP_TIMEOUT),
+        "--stop-timeout", str(STOP_TIMEOUT), *NO_HEALTH,
     )  # fmt: skip
     _apps_one_after_the_other(prefix)
     assert wait_until(lambda: dribbler.requests >= 1, 60)  # a request is in flight
