@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import struct
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -242,48 +240,3 @@ def test_a_kernel_without_the_events_gets_a_clear_error(tmp_path, monkeypatch):
     events.tracefs.cpus = lambda name: []  # type: ignore[attr-defined]
     with pytest.raises(KernelEventsError, match="cannot trace the kernel's events: .*sched"):
         events.start()
-
-
-def test_an_announcement_is_listed_while_a_read_of_the_kernels_events_is_under_way():
-    """The thread that answers announcements lists an app's threads in ``set_event_pid`` at
-    once, even while the main loop is in a long read of the kernel's events (a CI run on a
-    slow host saw an app's first span begin unwatched); the timeline, the main loop's own,
-    learns of them at its next read."""
-    reading, release = threading.Event(), threading.Event()
-
-    class Tracefs(_Formats):
-        listed: list[int] = []
-
-        def add_event_pids(self, instance: str, pids: list[int]) -> None:
-            self.listed += pids
-
-    class SlowPipes:
-        lost, last_read_lost = 0, False
-
-        def read(self, page_size: int) -> list[tuple[int, bytes]]:
-            reading.set()
-            release.wait(30)
-            return []
-
-    tracefs = Tracefs()
-    events = KernelEvents(tracefs, PageLayout())  # type: ignore[arg-type]
-    events._learn_formats()
-    events._enabled = True  # the tracefs calls that enable the events are the kernel tests'
-    events.pipes = SlowPipes()  # type: ignore[assignment]
-    main_loop = threading.Thread(target=events.read)
-    main_loop.start()
-    assert reading.wait(10)
-    announced = threading.Thread(target=events.watch_announced, args=({os.getpid()},))
-    announced.start()
-    announced.join(10)
-    try:
-        assert not announced.is_alive(), "the announcement waited for the read"
-        assert os.getpid() in tracefs.listed
-        assert not events.timeline.watched(os.getpid())
-    finally:
-        release.set()
-        main_loop.join(10)
-    events.read()
-    assert events.timeline.watched(os.getpid())
-    assert events.timeline.process(os.getpid()) == events.process_of(os.getpid())
-    assert events.stats.processes == 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import struct
+import threading
 import time
 from collections import OrderedDict
 from pathlib import Path
@@ -416,3 +417,41 @@ def test_events_after_a_read_began_wait_for_the_next_so_a_thread_moving_cpus_is_
     assert summary is not None and not summary.partial
     assert (summary.on_cpu, summary.off_cpu) == (12 * MS, {RUNNABLE: 2 * MS})
     assert events.timeline.stats.out_of_order == 0
+
+
+def test_an_announcement_is_listed_while_a_read_of_the_kernels_events_is_under_way(monkeypatch):
+    """The thread that answers announcements lists an app's threads in ``set_event_pid`` at
+    once, even while the main loop is in a long read of the kernel's events (a CI run on a
+    slow host saw an app's first span begin unwatched); the timeline, the main loop's own,
+    learns of them at its next read."""
+    _listing(monkeypatch, {APP.pid: APP})
+    reading, release = threading.Event(), threading.Event()
+
+    class SlowPipes:
+        lost, last_read_lost = 0, False
+
+        def read(self, page_size: int) -> list[tuple[int, bytes]]:
+            reading.set()
+            release.wait(30)
+            return []
+
+    tracefs = _Tracefs()
+    events = _events(tracefs)
+    events.pipes = SlowPipes()  # type: ignore[assignment]
+    main_loop = threading.Thread(target=events.read)
+    main_loop.start()
+    assert reading.wait(10)
+    announced = threading.Thread(target=events.watch_announced, args=({APP.pid},))
+    announced.start()
+    announced.join(10)
+    try:
+        assert not announced.is_alive(), "the announcement waited for the read"
+        assert tracefs.listed == [[APP.pid]]
+        assert not events.timeline.watched(APP.pid)
+    finally:
+        release.set()
+        main_loop.join(10)
+    events.read()
+    assert events.timeline.watched(APP.pid)
+    assert events.timeline.process(APP.pid) == APP
+    assert events.stats.processes == 1
