@@ -117,10 +117,12 @@ def run(
     memory_mb: int = 1024,
     on_line: Callable[[str], None] | None = None,
     keep: Callable[[Path], None] | None = None,
+    on_start: Callable[[subprocess.Popen[str]], None] | None = None,
 ) -> GuestRun:
     """Boot ``kernel``, run ``argv`` in ``cwd`` as root, and return when the guest stops.
 
-    ``on_line`` sees every console line as it arrives.  ``keep`` is called with the
+    ``on_line`` sees every console line as it arrives; ``on_start`` the qemu process, once
+    started (to kill it, should the caller stop first).  ``keep`` is called with the
     shared directory before it is removed (to read files the command left there); the
     command finds that directory in ``$TESTBED_SHARE``.
     """
@@ -167,6 +169,8 @@ def run(
             text=True,
             errors="replace",
         ) as process:
+            if on_start is not None:
+                on_start(process)
             timer = _Timer(timeout, process.kill)
             try:
                 assert process.stdout is not None

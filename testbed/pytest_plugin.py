@@ -26,6 +26,7 @@ import errno
 import functools
 import json
 import os
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -202,6 +203,8 @@ class KernelTestBed:
         self.guest_results: dict[str, dict[str, dict[str, Any]]] = {}
         self.guest_runs: dict[str, threading.Thread] = {}
         """Each image's guest, started once the tests are collected."""
+        self.guest_processes: list[subprocess.Popen[str]] = []
+        """Their qemu processes, killed if the host's run ends first (``-x``, Ctrl-C)."""
         self.guest_jobs: int = config.getoption("guest_jobs") or max(len(self.images), 1)
         self.guest_slots = threading.Semaphore(self.guest_jobs)
         self.guest_failure: dict[str, str] = {}
@@ -262,9 +265,10 @@ class KernelTestBed:
         self.selected = [item for item in session.items if isinstance(item, GuestItem)]
         if session.config.option.collectonly:
             return
-        images = [image for image in self.images if self._guest_nodeids(image)]
+        nodeids = {image: self._guest_nodeids(image) for image in self.images}
+        images = [image for image, ids in nodeids.items() if ids]
         if images:
-            count = sum(len(self._guest_nodeids(image)) for image in images)
+            count = sum(len(ids) for ids in nodeids.values())
             self._say(
                 f"user_events: {count} kernel tests in qemu guests, on "
                 + ", ".join(images)
@@ -301,11 +305,7 @@ class KernelTestBed:
                 pytest.skip(MULTI_FORMAT_REASON)
 
     def guest_result(self, image: str, nodeid: str) -> dict[str, Any]:
-        run = self.guest_runs.get(image)
-        if run is not None:
-            run.join()
-        elif image not in self.guest_results:
-            self._run_guest(image)
+        self.guest_runs[image].join()  # started once the tests were collected
         results = self.guest_results[image]
         if nodeid in results:
             return results[nodeid]
@@ -344,6 +344,7 @@ class KernelTestBed:
             },
             timeout=self.config.getoption("guest_timeout"),
             keep=read_results,
+            on_start=self.guest_processes.append,
         )
         self.guest_results[image] = collected
         missing = [n for n in nodeids if n not in collected]
@@ -474,6 +475,11 @@ class KernelTestBed:
                     "tests were skipped for another reason than MULTI_FORMAT",
                     red=True,
                 )
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        for process in self.guest_processes:  # no guest outlives a run that ended early
+            if process.poll() is None:
+                process.kill()
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.require and not self.in_guest and (self._empty_places() or self.bad_skips):
