@@ -277,15 +277,13 @@ class KernelEvents:
         self._take_announced()
         timeline = self.timeline
         unknown = []
-        for tid in tids:
-            if tid <= 0:
-                continue
-            known = timeline.process(tid, live=True)
-            if known is not None:
-                with self._listing:
-                    if self.processes.listed(known):
-                        continue
-            unknown.append(tid)
+        with self._listing:  # once for the batch: the processes are the listing's
+            for tid in tids:
+                if tid <= 0:
+                    continue
+                known = timeline.process(tid, live=True)
+                if known is None or not self.processes.listed(known):
+                    unknown.append(tid)
         if unknown:
             for tid, since, key in self._list(unknown):
                 timeline.watch(tid, since, key)
