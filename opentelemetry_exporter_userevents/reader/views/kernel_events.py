@@ -379,10 +379,10 @@ class KernelEvents:
         for the next read (at most one read's worth) and fed sorted with its events, so a
         thread that moved between CPUs gets its events in order."""
         self.reads += 1
-        self._take_announced()
         self.timeline.next_read(time.time_ns())
         began = time.clock_gettime_ns(time.CLOCK_TAI)  # the trace clock (CLOCK)
         records = self._held + self._read_records()
+        self._take_announced()  # after: a thread listed during the read has events in it
         records.sort(key=_STAMP)
         split = bisect_right(records, began, key=_STAMP)
         self._held = records[split:]

@@ -286,12 +286,8 @@ def test_exited_threads_are_forgotten_after_their_grace_and_before_any_live_one(
 
 def _listing(monkeypatch, processes: dict[int, ProcessKey]) -> None:
     """``/proc`` as these processes, one thread each (the leader)."""
-    monkeypatch.setattr(kernel_events_module, "process_of", processes.get, raising=False)
-    monkeypatch.setattr(kernel_events_module, "threads_of", lambda pid: [pid], raising=False)
-    monkeypatch.setattr(
-        kernel_events_module, "_tgid", lambda tid: processes[tid].pid, raising=False
-    )
-    monkeypatch.setattr(kernel_events_module, "_threads", lambda pid: [pid], raising=False)
+    monkeypatch.setattr(kernel_events_module, "process_of", processes.get)
+    monkeypatch.setattr(kernel_events_module, "threads_of", lambda pid: [pid])
 
 
 def test_processes_past_the_bound_are_still_listed(monkeypatch):
@@ -455,3 +451,27 @@ def test_an_announcement_is_listed_while_a_read_of_the_kernels_events_is_under_w
     assert events.timeline.watched(APP.pid)
     assert events.timeline.process(APP.pid) == APP
     assert events.stats.processes == 1
+
+
+def test_threads_announced_just_before_a_read_get_its_events(monkeypatch):
+    """An app announced while the main loop starts a read (after it took the threads
+    announced so far): the events that read brings of that app's threads are summed, not
+    dropped as an unwatched thread's (a CI run saw a 200-ms span all ``unknown``)."""
+    _listing(monkeypatch, {APP.pid: APP})
+    events = _events()
+    next_read = events.timeline.next_read
+
+    def announced_meanwhile(now: int) -> None:
+        events.watch_announced({APP.pid})  # as the announcements' thread would, just now
+        next_read(now)
+
+    monkeypatch.setattr(events.timeline, "next_read", announced_meanwhile)
+    monkeypatch.setattr(time, "clock_gettime_ns", lambda clock_id: 2**62)  # the read began
+    monkeypatch.setattr(
+        events, "_read_records", lambda: [(time.time_ns(), _switch(1, 0x1, APP.pid))]
+    )
+    assert events.read() == 1
+    on_cpu_at = events.timeline._threads[APP.pid].times[-1]
+    summary = events.timeline.summary(APP.pid, on_cpu_at, on_cpu_at + MS, 0)
+    assert summary is not None and not summary.partial
+    assert summary.on_cpu == MS
