@@ -10,8 +10,33 @@ tree view, exporters). :mod:`.cli` is ``otel-userevents``. It uses the kernel co
 (``abi``) and the wire contract (``record``), and nothing of the write side.
 """
 
-from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder, TraceRecord
-from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
-from opentelemetry_exporter_userevents.reader.live.trace_reader import ReaderError, TraceReader
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder, TraceRecord
+    from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
+    from opentelemetry_exporter_userevents.reader.live.trace_reader import ReaderError, TraceReader
+
+_MODULES = {
+    "ReaderError": "live.trace_reader",
+    "Rebuilder": "join.rebuild",
+    "RecordDecoder": "decode.decoder",
+    "TraceReader": "live.trace_reader",
+    "TraceRecord": "decode.decoder",
+}
+"""Imported when first used (PEP 562): ``otel-userevents`` sets its signal handlers
+before it imports anything heavy."""
 
 __all__ = ["ReaderError", "Rebuilder", "RecordDecoder", "TraceReader", "TraceRecord"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

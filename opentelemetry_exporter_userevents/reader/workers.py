@@ -39,7 +39,6 @@ most :data:`WINDOW` chunks in flight per worker.
 from __future__ import annotations
 
 import multiprocessing
-import os
 import queue
 import signal
 import threading
@@ -60,9 +59,6 @@ from opentelemetry_exporter_userevents.reader.worker_loop import (
     decode_chunk,
 )
 
-MAX_DEFAULT_WORKERS = 4
-"""The default is the CPUs this process may run on, at most this many (past it, the main
-process, which merges, rebuilds and writes, is the bottleneck)."""
 CHUNK_PAGES = 32
 """Pages a worker decodes at a time (128 KiB of 4 KiB pages: a few hundred records)."""
 WINDOW = 2
@@ -88,14 +84,6 @@ stuck for the time it was stopped."""
 class WorkerError(RuntimeError):
     """Workers died or failed; the message says which, how, and what became of the pages
     they held."""
-
-
-def default_workers() -> int:
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        cpus = os.cpu_count() or 1
-    return max(1, min(cpus, MAX_DEFAULT_WORKERS))
 
 
 class WorkerPool:

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from opentelemetry_exporter_userevents.abi.format import parse_format
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
-from opentelemetry_exporter_userevents.reader import cli, worker_loop, workers
+from opentelemetry_exporter_userevents.reader import cli, worker_count, worker_loop, workers
 from opentelemetry_exporter_userevents.reader.commands import capture as capture_command
 from opentelemetry_exporter_userevents.reader.commands import record as record_command
 from opentelemetry_exporter_userevents.reader.decode.decoder import DecoderStats, RecordDecoder
@@ -142,7 +142,7 @@ def test_the_tree_view_and_exporters_decode_in_process():
     assert capture_command.workers_of(args) == 1
     args = cli.parser().parse_args(["decode", "x", "--workers", "3"])
     assert capture_command.workers_of(args) == 3
-    assert cli.parser().parse_args(["record"]).workers == workers.default_workers()
+    assert cli.parser().parse_args(["record"]).workers == worker_count.default_workers()
     with pytest.raises(SystemExit):
         cli.parser().parse_args(["record", "--workers", "0"])
 

@@ -13,24 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from opentelemetry.sdk.metrics import Exemplar
-from opentelemetry.sdk.metrics.export import (
-    AggregationTemporality,
-    Buckets,
-    ExponentialHistogram,
-    ExponentialHistogramDataPoint,
-    Gauge,
-    Histogram,
-    HistogramDataPoint,
-    Metric,
-    MetricsData,
-    NumberDataPoint,
-    ResourceMetrics,
-    ScopeMetrics,
-    Sum,
-)
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
@@ -38,7 +22,17 @@ from opentelemetry_exporter_userevents.reader.decode.checked_records import Chec
 from opentelemetry_exporter_userevents.reader.join.sdk_values import sdk_attributes
 from opentelemetry_exporter_userevents.record import metric_values as mv
 
-Point = NumberDataPoint | HistogramDataPoint | ExponentialHistogramDataPoint
+if TYPE_CHECKING:  # imported where a metric point is first built: a reader of spans and
+    # logs alone never loads the SDK's metrics (a tenth of its start, measured)
+    from opentelemetry.sdk.metrics.export import (
+        AggregationTemporality,
+        ExponentialHistogramDataPoint,
+        HistogramDataPoint,
+        MetricsData,
+        NumberDataPoint,
+    )
+
+    Point = NumberDataPoint | HistogramDataPoint | ExponentialHistogramDataPoint
 
 
 @dataclass(frozen=True)
@@ -64,6 +58,15 @@ def rebuild_point(
     checked: CheckedMetric, resource: Resource, scope: InstrumentationScope | None
 ) -> MetricPoint:
     """A MetricPoint from a checked ``otel_metric_*`` record (:mod:`.validation`)."""
+    from opentelemetry.sdk.metrics import Exemplar  # noqa: PLC0415 - see TYPE_CHECKING
+    from opentelemetry.sdk.metrics.export import (  # noqa: PLC0415
+        AggregationTemporality,
+        Buckets,
+        ExponentialHistogramDataPoint,
+        HistogramDataPoint,
+        NumberDataPoint,
+    )
+
     attributes = sdk_attributes(checked.attributes)
     exemplars = [
         Exemplar(
@@ -127,6 +130,14 @@ def rebuild_point(
 
 
 def _data(first: MetricPoint, points: list[Point]) -> Any:
+    from opentelemetry.sdk.metrics.export import (  # noqa: PLC0415 - see TYPE_CHECKING
+        AggregationTemporality,
+        ExponentialHistogram,
+        Gauge,
+        Histogram,
+        Sum,
+    )
+
     temporality = first.temporality or AggregationTemporality.UNSPECIFIED
     if first.kind == mv.KIND_SUM:
         return Sum(points, temporality, first.monotonic)  # type: ignore[arg-type]
@@ -139,6 +150,13 @@ def _data(first: MetricPoint, points: list[Point]) -> Any:
 
 def metrics_data(points: Sequence[MetricPoint]) -> MetricsData:
     """``points`` grouped by resource, scope and metric, in the order they came."""
+    from opentelemetry.sdk.metrics.export import (  # noqa: PLC0415 - see TYPE_CHECKING
+        Metric,
+        MetricsData,
+        ResourceMetrics,
+        ScopeMetrics,
+    )
+
     resources: dict[Resource, dict[Any, dict[Any, list[MetricPoint]]]] = {}
     for item in points:
         scopes = resources.setdefault(item.resource, {})

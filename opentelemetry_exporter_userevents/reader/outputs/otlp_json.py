@@ -18,25 +18,42 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
-
-from opentelemetry.sdk._logs import ReadableLogRecord
-from opentelemetry.sdk.metrics.export import MetricsData
-from opentelemetry.sdk.trace import ReadableSpan
+from functools import cache
+from importlib.util import find_spec
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint, metrics_data
 
-try:
-    from google.protobuf.json_format import MessageToDict
-    from opentelemetry.exporter.otlp.proto.common._internal.metrics_encoder import (
+if TYPE_CHECKING:
+    from opentelemetry.sdk._logs import ReadableLogRecord
+    from opentelemetry.sdk.metrics.export import MetricsData
+    from opentelemetry.sdk.trace import ReadableSpan
+
+_ENCODER = "opentelemetry.exporter.otlp.proto.common"
+
+
+@cache
+def _encoders() -> SimpleNamespace:
+    """The OTLP encoder and protobuf's JSON mapping, imported at their first use: the
+    direct output writes spans and logs without them, and the reader starts sooner."""
+    require()
+    from google.protobuf.json_format import MessageToDict  # noqa: PLC0415
+    from opentelemetry.exporter.otlp.proto.common._internal.metrics_encoder import (  # noqa: PLC0415
         encode_metrics,
     )
-    from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
-    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-except ImportError as error:  # pragma: no cover - depends on the installed extras
-    _MISSING: ImportError | None = error
-else:
-    _MISSING = None
+    from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs  # noqa: PLC0415
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import (  # noqa: PLC0415
+        encode_spans,
+    )
+
+    return SimpleNamespace(
+        MessageToDict=MessageToDict,
+        encode_metrics=encode_metrics,
+        encode_logs=encode_logs,
+        encode_spans=encode_spans,
+    )
+
 
 T = TypeVar("T")
 _ID_KEYS = ("traceId", "spanId", "parentSpanId")
@@ -44,17 +61,23 @@ _ID_KEYS = ("traceId", "spanId", "parentSpanId")
 
 def require() -> None:
     """Raise ImportError with the install hint if the OTLP encoder is not installed."""
-    if _MISSING is not None:
+    try:
+        found = find_spec(_ENCODER) is not None
+    except (ImportError, ValueError):  # a parent package missing, or a broken one
+        found = False
+    if not found:
         raise ImportError(
             "OTLP/JSON output needs opentelemetry-exporter-otlp-proto-common: "
             "pip install 'opentelemetry-exporter-userevents[reader]'"
-        ) from _MISSING
+        )
 
 
 def spans_request(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
     """An ExportTraceServiceRequest, as the JSON object OTLP/JSON defines."""
-    require()
-    request: dict[str, Any] = MessageToDict(encode_spans(spans), use_integers_for_enums=True)
+    encoders = _encoders()
+    request: dict[str, Any] = encoders.MessageToDict(
+        encoders.encode_spans(spans), use_integers_for_enums=True
+    )
     for resource_spans in request.get("resourceSpans", ()):
         for scope_spans in resource_spans.get("scopeSpans", ()):
             for span in scope_spans.get("spans", ()):
@@ -66,8 +89,10 @@ def spans_request(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
 
 def logs_request(logs: Sequence[ReadableLogRecord]) -> dict[str, Any]:
     """An ExportLogsServiceRequest, as the JSON object OTLP/JSON defines."""
-    require()
-    request: dict[str, Any] = MessageToDict(encode_logs(logs), use_integers_for_enums=True)
+    encoders = _encoders()
+    request: dict[str, Any] = encoders.MessageToDict(
+        encoders.encode_logs(logs), use_integers_for_enums=True
+    )
     for resource_logs in request.get("resourceLogs", ()):
         for scope_logs in resource_logs.get("scopeLogs", ()):
             for record in scope_logs.get("logRecords", ()):
@@ -83,9 +108,9 @@ def metrics_request(points: Sequence[MetricPoint]) -> dict[str, Any]:
 
 def metrics_data_request(data: MetricsData) -> dict[str, Any]:
     """An ExportMetricsServiceRequest of the SDK's MetricsData, as OTLP/JSON."""
-    require()
-    message = encode_metrics(data)
-    request: dict[str, Any] = MessageToDict(message, use_integers_for_enums=True)
+    encoders = _encoders()
+    message = encoders.encode_metrics(data)
+    request: dict[str, Any] = encoders.MessageToDict(message, use_integers_for_enums=True)
     for resource_metrics in request.get("resourceMetrics", ()):
         for scope_metrics in resource_metrics.get("scopeMetrics", ()):
             for metric in scope_metrics.get("metrics", ()):

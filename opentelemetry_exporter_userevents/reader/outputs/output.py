@@ -14,23 +14,21 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from importlib.metadata import entry_points
-from typing import Any, Protocol, TextIO
-
-from opentelemetry.sdk._logs import ReadableLogRecord
-from opentelemetry.sdk.trace import ReadableSpan
+from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeAlias
 
 from opentelemetry_exporter_userevents.reader.decode.checked_records import CheckedLog, CheckedSpan
 from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Telemetry
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint, metrics_data
-from opentelemetry_exporter_userevents.reader.outputs import (
-    otlp_http_output,
-    otlp_json,
-    otlp_json_direct,
-)
+from opentelemetry_exporter_userevents.reader.outputs import otlp_json, otlp_json_direct
 from opentelemetry_exporter_userevents.reader.outputs.grouping import EncodedCache
-from opentelemetry_exporter_userevents.reader.outputs.sdk_objects import sdk_objects
+from opentelemetry_exporter_userevents.reader.outputs.sdk_items import sdk_spans_and_logs
 from opentelemetry_exporter_userevents.reader.outputs.spool import Spool
-from opentelemetry_exporter_userevents.reader.outputs.tree_view import TreeView
+
+if TYPE_CHECKING:  # the tree view, the exporters and the SDK are imported when chosen
+    from opentelemetry.sdk._logs import ReadableLogRecord
+    from opentelemetry.sdk.trace import ReadableSpan
+
+    from opentelemetry_exporter_userevents.reader.outputs import otlp_http_output
 
 
 class Output(Protocol):
@@ -42,14 +40,13 @@ class Output(Protocol):
     def close(self) -> None: ...
 
 
-Item = Telemetry | ReadableSpan | ReadableLogRecord
+Item: TypeAlias = "Telemetry | ReadableSpan | ReadableLogRecord"
 """What an output's ``write`` takes: the join's, or spans and logs already built into SDK
 objects (OTLP/JSON encodes them with the OTLP encoder: the same JSON)."""
 
 
 def _split(items: Sequence[Item]) -> tuple[list[ReadableSpan], list[ReadableLogRecord]]:
-    spans = [i for i in items if isinstance(i, ReadableSpan)]
-    return spans, [i for i in items if isinstance(i, ReadableLogRecord)]
+    return sdk_spans_and_logs(items)
 
 
 def _metric_points(items: Sequence[Item]) -> list[MetricPoint]:
@@ -119,11 +116,15 @@ class TreeOutput:
     """The tree view, of spans and logs built into SDK objects (:mod:`.sdk_objects`)."""
 
     def __init__(self, out: TextIO) -> None:
+        from opentelemetry_exporter_userevents.reader.outputs.tree_view import (  # noqa: PLC0415
+            TreeView,
+        )
+
         self.view = TreeView(out)
         self.failed = 0
 
     def write(self, items: Sequence[Item]) -> None:
-        objects, failed = sdk_objects(items)
+        objects, failed = _sdk_objects(items)
         self.failed += failed
         self.view.add(objects)
 
@@ -166,6 +167,10 @@ class ExporterOutput:
         """Spans and logs the exporters did not take."""
         self.spool: Spool | None = None
         self._not_sent: list[Item] = []
+        from opentelemetry_exporter_userevents.reader.outputs import (  # noqa: PLC0415
+            otlp_http_output,
+        )
+
         self._direct_spans = otlp_http_output.direct_sender(self.spans, "spans") if direct else None
         self._direct_logs = otlp_http_output.direct_sender(self.logs, "logs") if direct else None
         self._direct_metrics = (
@@ -181,7 +186,7 @@ class ExporterOutput:
         if self.spool is not None:
             self._not_sent = list(items)  # spooled at stop, if this write is still under way
         if joined and self.sdk_objects:  # an SDK exporter: spans and logs as SDK objects
-            objects, failed = sdk_objects(items)
+            objects, failed = _sdk_objects(items)
             self.failed += failed
             items = objects
         elif joined:
@@ -296,6 +301,10 @@ class ExporterOutput:
     def failed_by_reason(self) -> Counter[str]:
         """Records the direct senders did not deliver, by why (on the output's thread): the
         most common :data:`~.otlp_http_output.MAX_REASONS` reasons, the rest together."""
+        from opentelemetry_exporter_userevents.reader.outputs import (  # noqa: PLC0415
+            otlp_http_output,
+        )
+
         reasons: Counter[str] = Counter()
         for sender in self._senders():
             if sender is not None:
@@ -328,6 +337,15 @@ class ExporterOutput:
         for exporter in (self.spans, self.logs, self.metrics):
             if exporter is not None:
                 exporter.shutdown()
+
+
+def _sdk_objects(items: Sequence[Item]) -> tuple[list[Any], int]:
+    """:func:`.sdk_objects.sdk_objects`, imported with the SDK by the outputs that need it."""
+    from opentelemetry_exporter_userevents.reader.outputs.sdk_objects import (  # noqa: PLC0415
+        sdk_objects,
+    )
+
+    return sdk_objects(items)
 
 
 def _load_exporter(group: str, name: str) -> Any:

@@ -25,13 +25,11 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from opentelemetry.sdk._logs import ReadableLogRecord
-from opentelemetry.sdk.trace import ReadableSpan
-
 from opentelemetry_exporter_userevents.reader.decode.checked_records import CheckedSpan
 from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Telemetry
 from opentelemetry_exporter_userevents.reader.outputs.bounded_queue import BoundedQueue
 from opentelemetry_exporter_userevents.reader.outputs.output import Output
+from opentelemetry_exporter_userevents.reader.outputs.sdk_items import is_sdk_log, is_sdk_span
 from opentelemetry_exporter_userevents.reader.outputs.spool import Spool
 
 STAGE = "output"
@@ -61,9 +59,9 @@ IDLE_SECONDS = 5.0
 def kind_of(item: Telemetry) -> str:
     if type(item) is JoinedRecord:
         return "spans" if type(item.checked) is CheckedSpan else "logs"
-    if isinstance(item, ReadableSpan):
+    if is_sdk_span(item):
         return "spans"
-    return "logs" if isinstance(item, ReadableLogRecord) else "metric points"
+    return "logs" if is_sdk_log(item) else "metric points"
 
 
 def estimated_bytes(items: Sequence[Telemetry]) -> int:
