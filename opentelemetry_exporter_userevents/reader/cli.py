@@ -17,28 +17,23 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import signal
 import sys
 from collections.abc import Sequence
-from importlib.metadata import entry_points
 
-from opentelemetry_exporter_userevents.abi.tracefs import TracefsError
 from opentelemetry_exporter_userevents.environment_variables import (
     OTEL_EXPORTER_USER_EVENTS_PREFIX,
 )
-from opentelemetry_exporter_userevents.reader.commands.capture import decode
-from opentelemetry_exporter_userevents.reader.commands.common import UsageError
-from opentelemetry_exporter_userevents.reader.commands.hist import hist
-from opentelemetry_exporter_userevents.reader.commands.record import record
-from opentelemetry_exporter_userevents.reader.commands.status import status
 from opentelemetry_exporter_userevents.reader.private_file import open_private
 from opentelemetry_exporter_userevents.reader.terminal_text import escape_logging, printable
-from opentelemetry_exporter_userevents.reader.workers import MAX_DEFAULT_WORKERS, default_workers
-from opentelemetry_exporter_userevents.record.tracepoints import (
-    ANY_PREFIX,
-    MAX_PREFIX_LENGTH,
-    is_prefix,
+from opentelemetry_exporter_userevents.reader.worker_count import (
+    MAX_DEFAULT_WORKERS,
+    default_workers,
 )
 from opentelemetry_exporter_userevents.version import __version__
+
+# Nothing heavier above: main() sets the signal handlers first, then the command's modules
+# are imported (half a second on a host, tens of seconds in an emulated guest).
 
 EXIT_CODES = """\
 exit codes:
@@ -47,7 +42,11 @@ exit codes:
   2    usage error (a bad option or value, a --filter no tracepoint takes)
   130  interrupted (a second Ctrl-C, or Ctrl-C while status or decode runs)"""
 
-PREFIX_RULE = f"letters, digits and '_', not a digit first, at most {MAX_PREFIX_LENGTH} characters"
+READY_FILE_HELP = (
+    "once it listens (the line 'otel-userevents: recording ...' is on stderr by then), "
+    "write its tracefs instance's name to FILE (created 0600), for scripts that wait "
+    "before they start their apps (default: none)"
+)
 
 
 def _positive(text: str) -> int:
@@ -72,17 +71,26 @@ def _duration(text: str) -> float:
 
 
 def _prefix(text: str) -> str:
+    from opentelemetry_exporter_userevents.record.tracepoints import (  # noqa: PLC0415
+        ANY_PREFIX,
+        MAX_PREFIX_LENGTH,
+        is_prefix,
+    )
+
     if text == ANY_PREFIX or is_prefix(text):
         return text
-    raise argparse.ArgumentTypeError(f"{text!r}: a prefix is {PREFIX_RULE} (or '*')")
+    rule = f"letters, digits and '_', not a digit first, at most {MAX_PREFIX_LENGTH} characters"
+    raise argparse.ArgumentTypeError(f"{text!r}: a prefix is {rule} (or '*')")
 
 
 def _exporters() -> list[str]:
     """The installed OpenTelemetry exporters' entry-point names, except ours (the reader
     would read its own output)."""
+    from importlib.metadata import entry_points  # noqa: PLC0415
+
     names: set[str] = set()
-    for signal in ("traces", "logs", "metrics"):
-        names |= {e.name for e in entry_points(group=f"opentelemetry_{signal}_exporter")}
+    for kind in ("traces", "logs", "metrics"):
+        names |= {e.name for e in entry_points(group=f"opentelemetry_{kind}_exporter")}
     return sorted(names - {"user_events"})
 
 
@@ -253,22 +261,64 @@ def parser() -> argparse.ArgumentParser:
     )
     rec.add_argument("--rescan-interval", type=float, default=0.5, help=argparse.SUPPRESS)
     rec.add_argument("--resource-wait", type=float, default=11.0, help=argparse.SUPPRESS)
-    rec.add_argument("--ready-file", help=argparse.SUPPRESS)
+    rec.add_argument("--ready-file", metavar="FILE", help=READY_FILE_HELP)
     hst.add_argument("--duration", type=_duration, help="seconds to count (default: until Ctrl-C)")
     hst.add_argument("--rescan-interval", type=float, default=0.5, help=argparse.SUPPRESS)
-    hst.add_argument("--ready-file", help=argparse.SUPPRESS)
+    hst.add_argument("--ready-file", metavar="FILE", help=READY_FILE_HELP)
     return top
 
 
+def honour_stop_signals() -> None:
+    """Ctrl-C and SIGTERM stop ``otel-userevents`` from its first line on, before the
+    commands' modules are imported and their own handlers set: SIGINT raises
+    KeyboardInterrupt (exit 130, no traceback) even where it came ignored (a background job
+    of ``sh``), and SIGTERM ends the process unless a handler takes it."""
+    try:
+        if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_IGN:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    except ValueError:  # not the main thread (a test calling main): its signals are not ours
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    escape_logging()  # the libraries log texts of records: never raw to a terminal
+    honour_stop_signals()
+    try:
+        args = parser().parse_args(argv)
+        escape_logging()  # the libraries log texts of records: never raw to a terminal
+        return _run(args)
+    except KeyboardInterrupt:
+        sys.stderr.write("otel-userevents: interrupted\n")
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The command, its modules imported now (only its own: ``status`` reads no pages)."""
+    from opentelemetry_exporter_userevents.abi.tracefs import TracefsError  # noqa: PLC0415
+    from opentelemetry_exporter_userevents.reader.commands.common import (  # noqa: PLC0415
+        UsageError,
+    )
+
     try:
         if args.command == "status":
+            from opentelemetry_exporter_userevents.reader.commands.status import (  # noqa: PLC0415
+                status,
+            )
+
             return status(args, sys.stdout)
         if args.command == "hist":
+            from opentelemetry_exporter_userevents.reader.commands.hist import hist  # noqa: PLC0415
+
             return hist(args, sys.stdout, sys.stderr)
-        command = decode if args.command == "decode" else record
+        if args.command == "decode":
+            from opentelemetry_exporter_userevents.reader.commands.capture import (  # noqa: PLC0415
+                decode as command,
+            )
+        else:
+            from opentelemetry_exporter_userevents.reader.commands.record import (  # noqa: PLC0415
+                record as command,
+            )
         if args.output:
             with open_private(args.output) as out:
                 return command(args, out, sys.stderr)
@@ -279,9 +329,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (TracefsError, ValueError, ImportError, OSError) as error:
         sys.stderr.write(f"otel-userevents: {printable(str(error))}\n")  # may quote a file
         return 1
-    except KeyboardInterrupt:
-        sys.stderr.write("otel-userevents: interrupted\n")
-        return 130
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from opentelemetry_exporter_userevents.reader.commands.common import (
     prefixes_of,
     rebuilt_parts,
     run_until_stopped,
+    say_ready,
     stop_signals,
     workers_of,
 )
@@ -34,7 +35,6 @@ from opentelemetry_exporter_userevents.reader.decode.decoder import DecoderStats
 from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.reader.live.trace_reader import TraceReader
 from opentelemetry_exporter_userevents.reader.outputs.output import Output
-from opentelemetry_exporter_userevents.reader.private_file import open_private
 from opentelemetry_exporter_userevents.reader.terminal_text import printable
 from opentelemetry_exporter_userevents.reader.workers import WorkerError, WorkerPool, cpu_records
 
@@ -65,9 +65,7 @@ def capture(args: argparse.Namespace, reader: TraceReader, tracefs: Tracefs, err
                 tracefs.header_page(),
                 tracefs.header_event(),
             )
-            if args.ready_file:
-                with open_private(args.ready_file) as f:
-                    f.write(reader.instance)
+            say_ready(args, f"capturing into {args.capture} the records of", reader.instance, err)
 
             def keep_pages() -> bool:
                 pages = reader.capture()

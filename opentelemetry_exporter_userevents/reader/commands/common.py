@@ -27,6 +27,7 @@ from opentelemetry_exporter_userevents.reader.outputs.output import (
     Output,
     TreeOutput,
 )
+from opentelemetry_exporter_userevents.reader.private_file import open_private
 from opentelemetry_exporter_userevents.reader.terminal_text import printable
 from opentelemetry_exporter_userevents.record.tracepoints import ANY_PREFIX, DEFAULT_PREFIX
 
@@ -97,6 +98,23 @@ def run_until_stopped(
             return "duration"
         if not found:
             idle(POLL_INTERVAL)  # resumed after a signal (PEP 475): at most this late
+
+
+def say_ready(args: argparse.Namespace, doing: str, instance: str, err: TextIO) -> None:
+    """Say that the reader listens, once it does: a line on stderr, as trace-cmd's "Hit
+    Ctrl^C to stop recording", then, with ``--ready-file``, the tracefs instance's name in
+    that file (scripts and tests wait for it; the line is out by then)."""
+    prefixes = prefixes_of(args)
+    who = "every prefix" if ANY_PREFIX in prefixes else "prefix " + ", ".join(prefixes)
+    until = f" for {args.duration:g} s" if args.duration else ""
+    err.write(
+        f"otel-userevents: {printable(doing)} {printable(who)}{until} (tracefs instance "
+        f"{printable(instance)}); Ctrl-C or SIGTERM stops it\n"
+    )
+    err.flush()
+    if args.ready_file:
+        with open_private(args.ready_file) as f:
+            f.write(instance)
 
 
 def tracefs_of(args: argparse.Namespace) -> Tracefs:

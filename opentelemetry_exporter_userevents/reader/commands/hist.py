@@ -13,12 +13,12 @@ from typing import TextIO
 from opentelemetry_exporter_userevents.reader.commands.common import (
     prefixes_of,
     run_until_stopped,
+    say_ready,
     stop_signals,
     tracefs_of,
 )
 from opentelemetry_exporter_userevents.reader.hist.collector import HistCollector
 from opentelemetry_exporter_userevents.reader.hist.view import render
-from opentelemetry_exporter_userevents.reader.private_file import open_private
 from opentelemetry_exporter_userevents.reader.terminal_text import printable
 
 
@@ -31,9 +31,7 @@ def hist(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         with stop_signals() as stop:
             collector.start()
-            if args.ready_file:  # tests and scripts wait for this before they start writing
-                with open_private(args.ready_file) as f:
-                    f.write(collector.instance)
+            say_ready(args, "counting", collector.instance, err)
 
             def poll() -> bool:
                 collector.poll()

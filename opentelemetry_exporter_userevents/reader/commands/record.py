@@ -11,9 +11,8 @@ from __future__ import annotations
 import argparse
 import time
 from operator import itemgetter
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from opentelemetry_exporter_userevents.reader.commands.capture import capture
 from opentelemetry_exporter_userevents.reader.commands.common import (
     PROGRESS_INTERVAL,
     UsageError,
@@ -23,6 +22,7 @@ from opentelemetry_exporter_userevents.reader.commands.common import (
     rate,
     rebuilt_parts,
     run_until_stopped,
+    say_ready,
     stop_signals,
     tracefs_of,
     workers_of,
@@ -30,22 +30,19 @@ from opentelemetry_exporter_userevents.reader.commands.common import (
 from opentelemetry_exporter_userevents.reader.decode.decoder import TraceRecord
 from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.reader.live.trace_reader import TraceReader
-from opentelemetry_exporter_userevents.reader.outputs.health_metrics import HealthReporter
 from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutput, Output
 from opentelemetry_exporter_userevents.reader.outputs.output_stage import OutputStage
 from opentelemetry_exporter_userevents.reader.outputs.spool import Spool
-from opentelemetry_exporter_userevents.reader.private_file import open_private
 from opentelemetry_exporter_userevents.reader.terminal_text import printable
-from opentelemetry_exporter_userevents.reader.views.kernel_events import KernelEvents, parse_groups
-from opentelemetry_exporter_userevents.reader.views.kernel_view import (
-    KernelView,
-    kernel_clock_line,
-    kernel_parts,
-)
 from opentelemetry_exporter_userevents.reader.views.process_view import ProcessViews, live_views
 from opentelemetry_exporter_userevents.reader.worker_loop import Decoded
 from opentelemetry_exporter_userevents.reader.workers import WorkerError, WorkerPool, chunks
 from opentelemetry_exporter_userevents.record.tracepoints import RESOURCE_KIND
+
+if TYPE_CHECKING:  # imported when chosen (--capture, --kernel, the health metrics), so that
+    # a reader without them starts sooner
+    from opentelemetry_exporter_userevents.reader.outputs.health_metrics import HealthReporter
+    from opentelemetry_exporter_userevents.reader.views.kernel_view import KernelView
 
 BUSY_PAGES = 64
 """A read of at least this many pages starts the workers (``--workers`` above 1): a reader
@@ -64,7 +61,20 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.capture:
         if args.kernel:
             raise UsageError("--kernel cannot be used with --capture")
+        from opentelemetry_exporter_userevents.reader.commands.capture import (  # noqa: PLC0415
+            capture,
+        )
+
         return capture(args, reader, tracefs, err)
+    if args.kernel:
+        from opentelemetry_exporter_userevents.reader.views.kernel_events import (  # noqa: PLC0415
+            KernelEvents,
+            parse_groups,
+        )
+        from opentelemetry_exporter_userevents.reader.views.kernel_view import (  # noqa: PLC0415
+            KernelView,
+            kernel_clock_line,
+        )
     groups = parse_groups(args.kernel) if args.kernel else None
     workers = workers_of(args)
     destination = output_of(args, out, workers)
@@ -106,9 +116,7 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 err.write(f"otel-userevents: not recording {printable(f'{name}: {reason}')}\n")
             if reader.announcement_error:
                 err.write(f"otel-userevents: {printable(reader.announcement_error)}\n")
-            if args.ready_file:  # tests and scripts wait for this before they start writing
-                with open_private(args.ready_file) as f:
-                    f.write(reader.instance)
+            say_ready(args, "recording", reader.instance, err)
             next_progress = started + PROGRESS_INTERVAL
 
             def rebuild() -> bool:
@@ -165,6 +173,10 @@ def _health_reporter(
     )
     if not interval or not (send or args.spool):
         return None
+    from opentelemetry_exporter_userevents.reader.outputs.health_metrics import (  # noqa: PLC0415
+        HealthReporter,
+    )
+
     return HealthReporter(interval, started, send, args.spool)
 
 
@@ -278,6 +290,10 @@ def _summary(
         *discovery_parts(reader),
     ]
     if rebuilder.span_enricher is not None:
+        from opentelemetry_exporter_userevents.reader.views.kernel_view import (  # noqa: PLC0415
+            kernel_parts,
+        )
+
         parts += kernel_parts(rebuilder.span_enricher)
     head = "otel-userevents: " + ("stopped (" + stop + "): " if stop else "")
     return head + ", ".join(parts)

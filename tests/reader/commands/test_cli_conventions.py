@@ -17,6 +17,7 @@ import pytest
 
 from opentelemetry_exporter_userevents.reader import cli
 from opentelemetry_exporter_userevents.reader.commands import record as record_command
+from opentelemetry_exporter_userevents.reader.commands import status as status_command
 from opentelemetry_exporter_userevents.reader.commands.common import UsageError, rate
 from opentelemetry_exporter_userevents.reader.commands.record import filter_report
 from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder
@@ -128,7 +129,7 @@ def test_an_interrupt_exits_130(monkeypatch, capsys):
     def interrupted(args: argparse.Namespace, out: object) -> int:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "status", interrupted)
+    monkeypatch.setattr(status_command, "status", interrupted)
     assert cli.main(["status"]) == 130
     assert capsys.readouterr().err == "otel-userevents: interrupted\n"
 
