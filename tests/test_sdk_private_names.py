@@ -21,7 +21,7 @@ from opentelemetry.sdk._logs._internal import std_to_otel
 import opentelemetry_exporter_userevents
 from opentelemetry_exporter_userevents.configurator import _SDK_VARIABLE_WARNING
 from opentelemetry_exporter_userevents.logging_handler import severity_of_level
-from opentelemetry_exporter_userevents.reader.outputs import otlp_http_output
+from opentelemetry_exporter_userevents.reader.outputs import direct_sender
 
 
 def test_the_handlers_level_mapping_is_the_sdk_handlers():
@@ -147,7 +147,7 @@ def test_the_otlp_http_exporters_client_keeps_its_request_configuration():
             if kind != "metrics":
                 source = inspect.getsource(exporter_class.export)
                 assert "_is_request_too_large(serialized_data, self._max_request_size)" in source
-            sender = otlp_http_output.direct_sender(exporter, kind)
+            sender = direct_sender.direct_sender(exporter, kind)
             assert sender is not None
             poster = sender._poster
             assert (poster.host, poster.port, poster.path) == ("127.0.0.1", 9, path)

@@ -23,7 +23,7 @@ from opentelemetry_exporter_userevents.reader.decode.checked_records import Chec
 from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Telemetry
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint, metrics_data
 from opentelemetry_exporter_userevents.reader.outputs import (
-    otlp_http_output,
+    direct_sender,
     otlp_json,
     otlp_json_direct,
 )
@@ -137,9 +137,10 @@ class ExporterOutput:
     use), configured by their
     own environment variables (``OTEL_EXPORTER_OTLP_*`` for ``otlp``).
 
-    For ``otlp_proto_http`` (``direct``, the default), spans and logs need no SDK objects:
-    the request bytes made straight from checked records are posted as the exporter's
-    client would, within a deadline per request (:mod:`.otlp_http_output`), and
+    For ``otlp_proto_http`` and ``otlp_proto_grpc`` (``direct``, the default), spans and
+    logs need no SDK objects: the request bytes made straight from checked records are sent
+    as the exporter would send them, within a deadline per request (:mod:`.direct_sender`),
+    and
     ``sdk_objects`` is False; metric points are posted the same way, encoded by the
     exporter's encoder. Every other exporter gets SDK objects, built here
     (:mod:`.sdk_objects`)."""
@@ -166,10 +167,10 @@ class ExporterOutput:
         """Spans and logs the exporters did not take."""
         self.spool: Spool | None = None
         self._not_sent: list[Item] = []
-        self._direct_spans = otlp_http_output.direct_sender(self.spans, "spans") if direct else None
-        self._direct_logs = otlp_http_output.direct_sender(self.logs, "logs") if direct else None
+        self._direct_spans = direct_sender.direct_sender(self.spans, "spans") if direct else None
+        self._direct_logs = direct_sender.direct_sender(self.logs, "logs") if direct else None
         self._direct_metrics = (
-            otlp_http_output.direct_sender(self.metrics, "metrics") if direct else None
+            direct_sender.direct_sender(self.metrics, "metrics") if direct else None
         )
         if (self.spans is None or self._direct_spans is not None) and (
             self.logs is None or self._direct_logs is not None
@@ -227,14 +228,15 @@ class ExporterOutput:
         senders = [s for s in self._senders() if s is not None]
         if not senders or self.sdk_objects:
             raise ValueError(
-                f"--spool keeps OTLP/HTTP requests: it needs --exporter otlp_proto_http "
-                f"(not {self.name!r}, or an exporter configured beyond what the reader posts)"
+                "--spool keeps OTLP requests: it needs --exporter otlp_proto_http or "
+                f"otlp_proto_grpc (not {self.name!r}, or an exporter configured beyond what "
+                "the reader sends)"
             )
         self.spool = spool
         for sender in senders:
             sender.spool = spool
 
-    def _senders(self) -> tuple[otlp_http_output.DirectSender | None, ...]:
+    def _senders(self) -> tuple[direct_sender.DirectSender | None, ...]:
         return (self._direct_spans, self._direct_logs, self._direct_metrics)
 
     def spool_batch(self, items: Sequence[Item]) -> Counter[str]:
@@ -295,15 +297,15 @@ class ExporterOutput:
 
     def failed_by_reason(self) -> Counter[str]:
         """Records the direct senders did not deliver, by why (on the output's thread): the
-        most common :data:`~.otlp_http_output.MAX_REASONS` reasons, the rest together."""
+        most common :data:`~.direct_sender.MAX_REASONS` reasons, the rest together."""
         reasons: Counter[str] = Counter()
         for sender in self._senders():
             if sender is not None:
                 reasons.update(sender.failed_by_reason)
         kept: Counter[str] = Counter()
         for reason, count in reasons.most_common():
-            if len(kept) >= otlp_http_output.MAX_REASONS and reason not in kept:
-                reason = otlp_http_output.OTHER_REASONS
+            if len(kept) >= direct_sender.MAX_REASONS and reason not in kept:
+                reason = direct_sender.OTHER_REASONS
             kept[reason] += count
         return kept
 
