@@ -41,6 +41,7 @@ from opentelemetry_exporter_userevents.reader.outputs.spool import Segment, Spoo
 _logger = logging.getLogger(__name__)
 
 _HTTP = "opentelemetry.exporter.otlp.proto.http"
+_GRPC = "opentelemetry.exporter.otlp.proto.grpc"
 _EXPORTERS = {
     "spans": ("trace_exporter", "OTLPSpanExporter"),
     "logs": ("_log_exporter", "OTLPLogExporter"),
@@ -203,6 +204,12 @@ def direct_sender(exporter: Any, kind: str) -> DirectSender | None:
     if type(exporter).__module__ == f"{_HTTP}.{module}":
         poster = otlp_http_output.poster_like_client(getattr(exporter, "_client", None), kind)
         max_request_size = getattr(exporter, "_max_request_size", _DEFAULT_MAX_REQUEST_SIZE)
+    elif type(exporter).__module__ == f"{_GRPC}.{module}":
+        from opentelemetry_exporter_userevents.reader.outputs import (  # noqa: PLC0415
+            otlp_grpc_post,  # grpcio, the grpc extra's: imported for this exporter only
+        )
+
+        poster = otlp_grpc_post.poster_like_exporter(exporter, kind)
     if poster is None or type(max_request_size) is not int:
         return None  # a subclass, or configured beyond what this module knows
     if kind == "metrics" and getattr(exporter, "_max_export_batch_size", 0) is not None:
