@@ -95,7 +95,8 @@ READER_STAGES: dict[str, set[str]] = {
     "workers": {"decode", "join", "outputs", "worker_bootstrap", "worker_loop"},
     "commands": {"decode", "live", "capture", "views", "join", "outputs", "hist", "workers"}
     | {"worker_loop"},
-    "cli": {"commands", "workers"},
+    "worker_count": set(),
+    "cli": {"commands", "worker_count"},
     "__init__": {"decode", "live", "join"},
 }
 READER_COMMON = {"terminal_text", "private_file"}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from opentelemetry.sdk._logs._internal import std_to_otel
 import opentelemetry_exporter_userevents
 from opentelemetry_exporter_userevents.configurator import _SDK_VARIABLE_WARNING
 from opentelemetry_exporter_userevents.logging_handler import severity_of_level
-from opentelemetry_exporter_userevents.reader.outputs import otlp_http_output
+from opentelemetry_exporter_userevents.reader.outputs import direct_sender
 
 
 def test_the_handlers_level_mapping_is_the_sdk_handlers():
@@ -95,7 +96,7 @@ def test_the_package_names_no_other_private_sdk_module_attribute():
         for line in text.splitlines():
             if "opentelemetry.sdk" not in line and "sdk_configuration" not in line:
                 continue
-            for word in line.replace(",", " ").replace("(", " ").replace(".", " ").split():
+            for word in re.split(r"[\s,(.\"']+", line):
                 if word.startswith("_") and not word.startswith("__"):
                     found.add(word)
     assert found <= allowed, found - allowed
@@ -147,7 +148,7 @@ def test_the_otlp_http_exporters_client_keeps_its_request_configuration():
             if kind != "metrics":
                 source = inspect.getsource(exporter_class.export)
                 assert "_is_request_too_large(serialized_data, self._max_request_size)" in source
-            sender = otlp_http_output.direct_sender(exporter, kind)
+            sender = direct_sender.direct_sender(exporter, kind)
             assert sender is not None
             poster = sender._poster
             assert (poster.host, poster.port, poster.path) == ("127.0.0.1", 9, path)
@@ -155,3 +156,62 @@ def test_the_otlp_http_exporters_client_keeps_its_request_configuration():
             assert poster.headers == client._headers
         finally:
             exporter.shutdown()
+
+
+def test_the_otlp_grpc_exporters_keep_their_channel_configuration():
+    """``--exporter otlp_proto_grpc`` sends bytes made straight from checked records on a
+    channel made as the exporter makes its own (reader/outputs/otlp_grpc_post.py): its
+    ``_endpoint``, ``_insecure``, ``_credentials``, ``_channel_options`` and
+    ``_compression``, its ``_headers`` as metadata, its ``_timeout``, and its
+    ``_retryable_error_codes``. Where the names are missing the reader falls back to SDK
+    objects; this check fails so that the fallback is not taken silently."""
+    grpc = pytest.importorskip("grpc")
+    base = pytest.importorskip("opentelemetry.exporter.otlp.proto.grpc.exporter")
+    trace_exporter = pytest.importorskip("opentelemetry.exporter.otlp.proto.grpc.trace_exporter")
+    log_exporter = pytest.importorskip("opentelemetry.exporter.otlp.proto.grpc._log_exporter")
+    metric_exporter = pytest.importorskip("opentelemetry.exporter.otlp.proto.grpc.metric_exporter")
+    from opentelemetry_exporter_userevents.reader.outputs import otlp_grpc_post  # noqa: PLC0415
+
+    source = inspect.getsource(base.OTLPExporterMixin)
+    for used in (
+        "insecure_channel(\n                self._endpoint,\n                compression=self."
+        "_compression,\n                options=self._channel_options,",
+        "self._credentials,\n                compression=self._compression,",
+        "metadata=self._headers,",
+        "timeout=deadline_sec - time(),",
+        "error.code() not in self._retryable_error_codes",
+    ):
+        assert used in source, used
+    assert base._RETRYABLE_ERROR_CODES == otlp_grpc_post.RETRYABLE
+    for kind, exporter_class in (
+        ("spans", trace_exporter.OTLPSpanExporter),
+        ("logs", log_exporter.OTLPLogExporter),
+        ("metrics", metric_exporter.OTLPMetricExporter),
+    ):
+        exporter = exporter_class(
+            endpoint="http://127.0.0.1:9",
+            headers={"x-tenant": "t1"},
+            timeout=3.5,
+            compression=grpc.Compression.Gzip,
+        )
+        try:
+            sender = direct_sender.direct_sender(exporter, kind)
+            assert sender is not None
+            poster = sender._poster
+            assert isinstance(poster, otlp_grpc_post.GrpcPoster)
+            assert (poster.target, poster.credentials) == ("127.0.0.1:9", None)
+            assert (poster.timeout, poster.compression) == (3.5, grpc.Compression.Gzip)
+            assert poster.headers == (("x-tenant", "t1"),)
+            assert set(exporter._channel_options) <= set(poster.options)
+            assert poster.retryable == otlp_grpc_post.RETRYABLE
+            sender.close()
+        finally:
+            exporter.shutdown()
+        secure = exporter_class(endpoint="https://collector.example:4317")
+        try:
+            sender = direct_sender.direct_sender(secure, kind)
+            assert sender is not None
+            assert isinstance(sender._poster.credentials, grpc.ChannelCredentials)
+            assert sender._poster.target == "collector.example:4317"
+        finally:
+            secure.shutdown()

@@ -234,8 +234,9 @@ def parser() -> argparse.ArgumentParser:
     rec.add_argument(
         "--spool",
         metavar="DIR",
-        help="with --exporter otlp_proto_http: keep the requests the collector did not take "
-        "(no answer, or 429/502/503/504, after the retries) in DIR (created 0700, files "
+        help="with --exporter otlp_proto_http or otlp_proto_grpc: keep the requests the "
+        "collector did not take (no answer, or 429/502/503/504, gRPC UNAVAILABLE and the "
+        "other retryable codes, after the retries) in DIR (created 0700, files "
         "0600), re-send them oldest first when it takes requests again, and resume them at "
         "the next start with the same DIR. Delivery is at least once (default: none: "
         "what the collector does not take is counted and dropped)",
@@ -253,7 +254,8 @@ def parser() -> argparse.ArgumentParser:
         type=_seconds,
         default=60.0,
         metavar="SECONDS",
-        help="with --exporter otlp_proto_http: every SECONDS, and once at stop, send the "
+        help="with --exporter otlp_proto_http or otlp_proto_grpc: every SECONDS, and once at "
+        "stop, send the "
         "reader's own health (records read, lost, invalid, dropped, queued, spooled, "
         "exported and failed, each request's duration) as OTLP metrics through the same "
         "output (service.name otel-userevents); with --spool, also write it to "

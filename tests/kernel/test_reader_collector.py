@@ -1,9 +1,10 @@
 # Copyright The OpenTelemetry Authors
 # SPDX-License-Identifier: Apache-2.0
 
-"""A real collector downstream: a machine-wide reader (``--prefix '*'``) posts OTLP/HTTP
-protobuf to rotel (an OpenTelemetry collector, ``rotel-agent`` of the ``rotel`` wheel),
-whose own OTLP exporter posts to a sink in this test; every span, log and metric point
+"""A real collector downstream: a machine-wide reader (``--prefix '*'``) sends OTLP/HTTP
+protobuf (or OTLP/gRPC: ``--exporter otlp_proto_grpc``) to rotel (an OpenTelemetry
+collector, ``rotel-agent`` of the ``rotel`` wheel), whose own OTLP exporter posts to a sink
+in this test; every span, log and metric point
 several apps wrote arrives at the sink equal to the apps' own OTLP encoding, each with its
 resource and scope (the collector may regroup them), with and without gzip between the
 reader and the collector; and with ``--spool``, nothing is lost when the collector is down
@@ -14,33 +15,20 @@ says so, it does not skip."""
 
 from __future__ import annotations
 
-import base64
-import gzip
-import http.server
-import importlib.util
 import json
 import re
-import shutil
-import socket
 import stat
 import subprocess
 import sys
-import threading
 import time
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from google.protobuf.json_format import MessageToDict
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
-    ExportMetricsServiceRequest,
-)
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tests.support import reader_process as proc
+from tests.support.collector import MESSAGES, Rotel, Sink
 from tests.support.kernel_support import wait_until
 from tests.support.loopback import bring_loopback_up
 from tests.support.otlp import flatten, metric_points
@@ -48,100 +36,6 @@ from tests.support.otlp import flatten, metric_points
 pytestmark = pytest.mark.kernel
 
 APPS = 3
-ROTEL = "rotel-agent"
-_MESSAGES: dict[str, Any] = {
-    "/v1/traces": ExportTraceServiceRequest,
-    "/v1/logs": ExportLogsServiceRequest,
-    "/v1/metrics": ExportMetricsServiceRequest,
-}
-
-
-def rotel_agent() -> str:
-    """The collector's binary: on PATH, or in the ``rotel`` package (its wheel ships it
-    there); a clear failure if it is not installed."""
-    found = shutil.which(ROTEL)
-    if found is None:
-        spec = importlib.util.find_spec("rotel")
-        if spec is not None and spec.origin is not None:
-            candidate = Path(spec.origin).parent / ROTEL
-            found = str(candidate) if candidate.is_file() else None
-    if found is None:
-        pytest.fail("rotel is not installed: .ci/run installs it (pip install 'rotel==0.0.1a15')")
-    return found
-
-
-class Sink:
-    """What the collector's OTLP exporter posts, on 127.0.0.1: each request's body
-    (decompressed as its Content-Encoding says), decoded with opentelemetry-proto and kept
-    as OTLP/JSON (hex ids), by path."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.requests: dict[str, list[dict[str, Any]]] = {path: [] for path in _MESSAGES}
-        self.errors: list[str] = []
-        sink = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - the name http.server calls
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                encoding = (self.headers.get("Content-Encoding") or "").lower()
-                try:
-                    if encoding == "gzip":
-                        body = gzip.decompress(body)
-                    elif encoding == "deflate":
-                        body = zlib.decompress(body)
-                    message = _MESSAGES[self.path].FromString(body)
-                except Exception as error:  # noqa: BLE001 - kept, and the test fails on it
-                    with sink.lock:
-                        sink.errors.append(f"{self.path} ({encoding}): {error!r}")
-                    self.send_response(400)
-                else:
-                    with sink.lock:
-                        sink.requests[self.path].append(_otlp_json(message))
-                    self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def got(self, path: str) -> list[dict[str, Any]]:
-        with self.lock:
-            return list(self.requests[path])
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def _otlp_json(message: Any) -> dict[str, Any]:
-    """The protobuf JSON mapping with integer enums and hex ids: OTLP/JSON, as the apps'
-    own captures are written."""
-    request: dict[str, Any] = MessageToDict(message, use_integers_for_enums=True)
-
-    def walk(value: Any) -> None:
-        if isinstance(value, dict):
-            for key in ("traceId", "spanId", "parentSpanId"):
-                if isinstance(value.get(key), str):
-                    value[key] = base64.b64decode(value[key]).hex()
-            for inner in value.values():
-                walk(inner)
-        elif isinstance(value, list):
-            for inner in value:
-                walk(inner)
-
-    walk(request)
-    return request
-
-
-def _free_port() -> int:
-    with socket.create_server(("127.0.0.1", 0)) as sock:
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture
@@ -150,53 +44,6 @@ def sink() -> Iterator[Sink]:
     server = Sink()
     yield server
     server.close()
-
-
-class Rotel:
-    """rotel, taking OTLP/HTTP on 127.0.0.1 and exporting OTLP/HTTP to the sink, batching
-    for at most 200 ms; started again on the same ports after a kill."""
-
-    def __init__(self, sink: Sink, log: Path) -> None:
-        self.sink, self.log = sink, log
-        self.http_port, self.grpc_port = _free_port(), _free_port()
-        self.url = f"http://127.0.0.1:{self.http_port}"
-        self.process: subprocess.Popen[str] | None = None
-
-    def start(self) -> None:
-        process = self.process = subprocess.Popen(
-            [rotel_agent(), "start",
-             "--otlp-http-endpoint", f"127.0.0.1:{self.http_port}",
-             "--otlp-grpc-endpoint", f"127.0.0.1:{self.grpc_port}",
-             "--exporter", "otlp", "--otlp-exporter-endpoint", self.sink.url,
-             "--otlp-exporter-protocol", "http", "--batch-timeout", "200ms",
-             "--log-file", str(self.log)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
-
-        def listening() -> bool:
-            assert process.poll() is None, process.communicate()[0]
-            try:
-                socket.create_connection(("127.0.0.1", self.http_port), timeout=1).close()
-            except OSError:
-                return False
-            return True
-
-        assert wait_until(listening, 60), "rotel did not listen within 60 s"
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.communicate()
-        self.process = None
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self.process = None
 
 
 @pytest.fixture
@@ -216,13 +63,23 @@ def _metric_app(prefix: str, service: str) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("compression", ["none", "gzip"])
+@pytest.mark.parametrize(
+    ("exporter", "compression"),
+    [
+        ("otlp_proto_http", "none"),
+        ("otlp_proto_http", "gzip"),
+        ("otlp_proto_grpc", "none"),
+        ("otlp_proto_grpc", "gzip"),
+    ],
+)
 def test_every_record_reaches_a_real_collectors_exporter_as_the_apps_encoded_it(
-    prefix, tmp_path, monkeypatch, sink, collector, compression
+    prefix, tmp_path, monkeypatch, sink, collector, exporter, compression
 ):
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.url)
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", compression)
-    reader, _ = proc.reader(tmp_path, "--prefix", "*", "--exporter", "otlp_proto_http")
+    url = collector.grpc_url if exporter == "otlp_proto_grpc" else collector.url
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url)
+    if compression != "none":  # the gRPC exporter takes gzip or nothing
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", compression)
+    reader, _ = proc.reader(tmp_path, "--prefix", "*", "--exporter", exporter)
     results = []
     for n in range(APPS):  # one after the other: each is listened to from its first record
         results.append(proc.finished(proc.app(f"{prefix}c{n}", f"{prefix}-collected-{n}")))
@@ -253,7 +110,7 @@ def test_every_record_reaches_a_real_collectors_exporter_as_the_apps_encoded_it(
     arrived_in_time = wait_until(arrived, 120)
     err = proc.stop(reader)
     assert sink.errors == []
-    assert arrived_in_time, (err, {p: len(sink.got(p)) for p in _MESSAGES})
+    assert arrived_in_time, (err, {p: len(sink.got(p)) for p in MESSAGES})
     # record by record, each with its resource and scope as the app encoded them
     assert mine("spans", "/v1/traces", want_spans) == want_spans
     assert mine("logs", "/v1/logs", want_logs) == want_logs

@@ -106,14 +106,16 @@ def say_ready(args: argparse.Namespace, doing: str, instance: str, err: TextIO) 
     that file (scripts and tests wait for it; the line is out by then)."""
     prefixes = prefixes_of(args)
     who = "every prefix" if ANY_PREFIX in prefixes else "prefix " + ", ".join(prefixes)
-    until = f" for {args.duration:g} s" if args.duration else ""
+    duration = getattr(args, "duration", None)
+    until = f" for {duration:g} s" if duration else ""
     err.write(
         f"otel-userevents: {printable(doing)} {printable(who)}{until} (tracefs instance "
         f"{printable(instance)}); Ctrl-C or SIGTERM stops it\n"
     )
     err.flush()
-    if args.ready_file:
-        with open_private(args.ready_file) as f:
+    ready_file = getattr(args, "ready_file", None)
+    if ready_file:
+        with open_private(ready_file) as f:
             f.write(instance)
 
 
@@ -124,11 +126,12 @@ def tracefs_of(args: argparse.Namespace) -> Tracefs:
 def prefixes_of(args: argparse.Namespace, every_by_default: bool = False) -> list[str]:
     """The prefixes given after the subcommand, else the global one (or, for ``status``,
     every prefix)."""
-    if args.prefixes:
-        return list(args.prefixes)
-    if args.prefix is None:
+    given, prefix = getattr(args, "prefixes", None), getattr(args, "prefix", None)
+    if given:
+        return list(given)
+    if prefix is None:
         return [ANY_PREFIX] if every_by_default else [DEFAULT_PREFIX]
-    return [args.prefix]
+    return [prefix]
 
 
 def workers_of(args: argparse.Namespace) -> int:

@@ -163,11 +163,11 @@ def _health_reporter(
     args: argparse.Namespace, destination: Output, started: float
 ) -> HealthReporter | None:
     """With ``--health-interval``: the reader's health, sent as metric points with
-    ``--exporter otlp_proto_http`` (through the output stage, counted as its other
-    items), and written to ``--spool``'s ``health.json`` for ``status``."""
+    ``--exporter otlp_proto_http`` or ``otlp_proto_grpc`` (through the output stage,
+    counted as its other items), and written to ``--spool``'s ``health.json`` for ``status``."""
     interval = getattr(args, "health_interval", 0.0)
     send = (
-        args.exporter == "otlp_proto_http"
+        args.exporter in ("otlp_proto_http", "otlp_proto_grpc")
         and isinstance(destination, ExporterOutput)
         and destination.metrics is not None
     )

@@ -29,7 +29,6 @@ import gzip
 import http.client
 import logging
 import math
-import random
 import socket
 import ssl
 import threading
@@ -38,24 +37,25 @@ import zlib
 from collections.abc import Callable, Mapping
 from datetime import timezone
 from email.utils import parsedate_to_datetime
-from typing import Any, NamedTuple
+from typing import NamedTuple
 from urllib.parse import urlsplit
+
+from opentelemetry_exporter_userevents.reader.outputs.delivery import (
+    DEADLINE,
+    Delivery,
+    Retry,
+    deliver,
+    partial_success,
+    printable,
+)
 
 _logger = logging.getLogger(__name__)
 
 MAX_RESPONSE_BODY = 64 * 1024
 """Bytes of an answer's body read at most (OTLP answers are small: a partial success or an
 error message); a larger one is not read and its connection is closed."""
-MAX_ATTEMPTS = 6
-"""Attempts per request, as the exporter's client makes."""
 RETRYABLE = frozenset({429, 502, 503, 504})
 """Answers retried, as the exporter's client retries them."""
-_DEADLINE = "the request's deadline passed"
-JITTER = 0.2
-"""Each backoff (1, 2, 4... s) is multiplied by a random factor within 1 ± this."""
-MAX_MESSAGE = 120
-"""Characters of a collector's message kept (a reason in the summary); the rest is cut and
-what cannot be printed is replaced."""
 
 
 class Answer(NamedTuple):
@@ -66,25 +66,6 @@ class Answer(NamedTuple):
     error: str | None
     body: bytes = b""
     """The answer's body, if it was read whole (at most :data:`MAX_RESPONSE_BODY` bytes)."""
-
-
-class Delivery(NamedTuple):
-    """What became of one request."""
-
-    taken: bool
-    """A 2xx answer: the collector took the request (less ``rejected``)."""
-    reason: str | None = None
-    """Why it was not taken (an answer, or none after the retries), for the summary."""
-    rejected: int = 0
-    """Taken, but this many records rejected (``partial_success``)."""
-    message: str = ""
-    """The partial success's ``error_message`` (printable, at most :data:`MAX_MESSAGE`)."""
-    later: bool = False
-    """Not taken, but the collector may take it later: no answer, or a retryable one, after
-    the retries; or the deadline (a spool keeps such requests)."""
-
-
-_REJECTED = {"spans": "rejected_spans", "logs": "rejected_log_records"}
 
 
 class Poster:
@@ -130,56 +111,26 @@ class Poster:
             data = gzip.compress(data)
         elif self.compression == "deflate":
             data = zlib.compress(data)
-        deadline = time.monotonic() + self.timeout
-        for attempt in range(MAX_ATTEMPTS):
-            answer = self._attempt(data, deadline)
-            if answer.status is not None and 200 <= answer.status < 300:
-                return self._partial_success(answer.body)
-            retryable = answer.status in RETRYABLE if answer.status else answer.error is not None
-            if not retryable:
-                _logger.error(
-                    "Failed to export %s batch code: %s, reason: %s",
-                    self.kind,
-                    answer.status,
-                    answer.reason or answer.error or "unknown",
-                )
-                return Delivery(False, _refused(answer), later=answer.reason == _DEADLINE)
-            backoff = 2**attempt * random.uniform(1 - JITTER, 1 + JITTER)
-            if answer.retry_after is not None:
-                backoff = answer.retry_after
-            if attempt + 1 == MAX_ATTEMPTS or backoff > deadline - time.monotonic():
-                _logger.error(
-                    "Failed to export %s batch due to timeout or max retries (last: %s).",
-                    self.kind,
-                    answer.status or answer.error,
-                )
-                last = f"HTTP {answer.status}" if answer.status else _no_answer(answer.error)
-                return Delivery(False, f"{last} after {attempt + 1} attempts", later=True)
-            _logger.warning(
-                "Transient error %s encountered while exporting %s batch, retrying in %.2fs.",
-                answer.status or answer.error,
-                self.kind,
-                backoff,
-            )
-            self.sleep(backoff)
-        return Delivery(False, "not sent")  # not reached: the last attempt returns
+        return deliver(
+            lambda deadline: self._try(data, deadline), self.timeout, self.kind, self.sleep
+        )
 
-    def _partial_success(self, body: bytes) -> Delivery:
-        """A 2xx answer: taken, less what its ``partial_success`` says was rejected."""
-        if not body:
-            return Delivery(True)
-        try:
-            response = _response_type(self.kind).FromString(body)
-        except Exception:  # noqa: BLE001 - not the signal's response: a 2xx is a success
-            return Delivery(True)
-        partial = response.partial_success
-        rejected = getattr(partial, _REJECTED.get(self.kind, "rejected_data_points"), 0)
-        message = _printable(partial.error_message)
-        if rejected or message:
-            _logger.warning(
-                "The collector rejected %d of a %s batch: %s", rejected, self.kind, message
+    def _try(self, data: bytes, deadline: float) -> Delivery | Retry:
+        """One attempt: the request's end (a 2xx, or an answer not retried), or a retry."""
+        answer = self._attempt(data, deadline)
+        if answer.status is not None and 200 <= answer.status < 300:
+            return partial_success(self.kind, answer.body)
+        retryable = answer.status in RETRYABLE if answer.status else answer.error is not None
+        if not retryable:
+            _logger.error(
+                "Failed to export %s batch code: %s, reason: %s",
+                self.kind,
+                answer.status,
+                answer.reason or answer.error or "unknown",
             )
-        return Delivery(True, None, max(int(rejected), 0), message)
+            return Delivery(False, _refused(answer), later=answer.reason == DEADLINE)
+        failure = f"HTTP {answer.status}" if answer.status else _no_answer(answer.error)
+        return Retry(failure, answer.status or answer.error, answer.retry_after)
 
     def _attempt(self, data: bytes, deadline: float) -> Answer:
         """One request (again at once on a new connection, if a kept one was stale)."""
@@ -192,7 +143,7 @@ class Poster:
     def _request(self, data: bytes, deadline: float) -> Answer:
         left = deadline - time.monotonic()
         if left <= 0:
-            return Answer(None, _DEADLINE, None, None)  # no time: not retried
+            return Answer(None, DEADLINE, None, None)  # no time: not retried
         connection = self._connection or self._connect(left)
         self._connection = None
         if connection.sock is not None:
@@ -216,7 +167,7 @@ class Poster:
                 whole = len(body) <= MAX_RESPONSE_BODY
             if cut.is_set():  # an answer cut short may look whole: it is not one
                 connection.close()
-                return Answer(None, _DEADLINE, None, None)
+                return Answer(None, DEADLINE, None, None)
             if whole and not response.will_close:
                 self._connection = connection  # read whole: the next request may use it
             else:
@@ -225,7 +176,7 @@ class Poster:
         except Exception as error:  # noqa: BLE001 - anything the peer did: no answer
             connection.close()
             if cut.is_set():
-                return Answer(None, _DEADLINE, None, None)  # not retried
+                return Answer(None, DEADLINE, None, None)  # not retried
             return Answer(None, "", None, f"{type(error).__name__}: {error}")
         finally:
             watchdog.cancel()
@@ -255,27 +206,12 @@ def _cut(connection: http.client.HTTPConnection, cut: threading.Event) -> None:
             pass
 
 
-def _response_type(kind: str) -> Any:
-    """The signal's ``Export*ServiceResponse`` (opentelemetry-proto, the reader extra's)."""
-    if kind == "spans":
-        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2  # noqa: PLC0415
-
-        return trace_service_pb2.ExportTraceServiceResponse
-    if kind == "logs":
-        from opentelemetry.proto.collector.logs.v1 import logs_service_pb2  # noqa: PLC0415
-
-        return logs_service_pb2.ExportLogsServiceResponse
-    from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2  # noqa: PLC0415
-
-    return metrics_service_pb2.ExportMetricsServiceResponse
-
-
 def _refused(answer: Answer) -> str:
     """Why an answer that is not retried was not a success: its status, and the message of
     its ``google.rpc.Status`` body if it has one."""
     if answer.status is None:
         return _no_answer(answer.error) if answer.error else answer.reason or "no answer"
-    reason = f"HTTP {answer.status} {_printable(answer.reason)}".rstrip()
+    reason = f"HTTP {answer.status} {printable(answer.reason)}".rstrip()
     if 300 <= answer.status < 400:
         return reason + " (redirects are not followed)"
     message = ""
@@ -283,7 +219,7 @@ def _refused(answer: Answer) -> str:
         try:
             from google.rpc import status_pb2  # type: ignore[import-untyped]  # noqa: PLC0415
 
-            message = _printable(status_pb2.Status.FromString(answer.body).message)
+            message = printable(status_pb2.Status.FromString(answer.body).message)
         except Exception:  # noqa: BLE001 - not a Status: the status line says enough
             message = ""
     return f"{reason}: {message}" if message else reason
@@ -292,15 +228,6 @@ def _refused(answer: Answer) -> str:
 def _no_answer(error: str | None) -> str:
     """A connection error by its kind (``ConnectionRefusedError``), not its varying text."""
     return "no answer (" + (error or "unknown").split(":", 1)[0] + ")"
-
-
-def _printable(text: str) -> str:
-    """A collector's text for the summary: at most :data:`MAX_MESSAGE` characters, each
-    one the terminal prints as itself (controls and format characters replaced)."""
-    text = text[: MAX_MESSAGE + 1]
-    cut = len(text) > MAX_MESSAGE
-    text = "".join(c if c.isprintable() else "?" for c in text[:MAX_MESSAGE])
-    return text + "..." if cut else text
 
 
 def _retry_after(value: str | None) -> float | None:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # the tree view, the exporters and the SDK are imported when 
     from opentelemetry.sdk._logs import ReadableLogRecord
     from opentelemetry.sdk.trace import ReadableSpan
 
-    from opentelemetry_exporter_userevents.reader.outputs import otlp_http_output
+    from opentelemetry_exporter_userevents.reader.outputs import direct_sender
 
 
 class Output(Protocol):
@@ -138,9 +138,10 @@ class ExporterOutput:
     use), configured by their
     own environment variables (``OTEL_EXPORTER_OTLP_*`` for ``otlp``).
 
-    For ``otlp_proto_http`` (``direct``, the default), spans and logs need no SDK objects:
-    the request bytes made straight from checked records are posted as the exporter's
-    client would, within a deadline per request (:mod:`.otlp_http_output`), and
+    For ``otlp_proto_http`` and ``otlp_proto_grpc`` (``direct``, the default), spans and
+    logs need no SDK objects: the request bytes made straight from checked records are sent
+    as the exporter would send them, within a deadline per request (:mod:`.direct_sender`),
+    and
     ``sdk_objects`` is False; metric points are posted the same way, encoded by the
     exporter's encoder. Every other exporter gets SDK objects, built here
     (:mod:`.sdk_objects`)."""
@@ -168,13 +169,13 @@ class ExporterOutput:
         self.spool: Spool | None = None
         self._not_sent: list[Item] = []
         from opentelemetry_exporter_userevents.reader.outputs import (  # noqa: PLC0415
-            otlp_http_output,
+            direct_sender,
         )
 
-        self._direct_spans = otlp_http_output.direct_sender(self.spans, "spans") if direct else None
-        self._direct_logs = otlp_http_output.direct_sender(self.logs, "logs") if direct else None
+        self._direct_spans = direct_sender.direct_sender(self.spans, "spans") if direct else None
+        self._direct_logs = direct_sender.direct_sender(self.logs, "logs") if direct else None
         self._direct_metrics = (
-            otlp_http_output.direct_sender(self.metrics, "metrics") if direct else None
+            direct_sender.direct_sender(self.metrics, "metrics") if direct else None
         )
         if (self.spans is None or self._direct_spans is not None) and (
             self.logs is None or self._direct_logs is not None
@@ -232,14 +233,15 @@ class ExporterOutput:
         senders = [s for s in self._senders() if s is not None]
         if not senders or self.sdk_objects:
             raise ValueError(
-                f"--spool keeps OTLP/HTTP requests: it needs --exporter otlp_proto_http "
-                f"(not {self.name!r}, or an exporter configured beyond what the reader posts)"
+                "--spool keeps OTLP requests: it needs --exporter otlp_proto_http or "
+                f"otlp_proto_grpc (not {self.name!r}, or an exporter configured beyond what "
+                "the reader sends)"
             )
         self.spool = spool
         for sender in senders:
             sender.spool = spool
 
-    def _senders(self) -> tuple[otlp_http_output.DirectSender | None, ...]:
+    def _senders(self) -> tuple[direct_sender.DirectSender | None, ...]:
         return (self._direct_spans, self._direct_logs, self._direct_metrics)
 
     def spool_batch(self, items: Sequence[Item]) -> Counter[str]:
@@ -300,9 +302,9 @@ class ExporterOutput:
 
     def failed_by_reason(self) -> Counter[str]:
         """Records the direct senders did not deliver, by why (on the output's thread): the
-        most common :data:`~.otlp_http_output.MAX_REASONS` reasons, the rest together."""
+        most common :data:`~.direct_sender.MAX_REASONS` reasons, the rest together."""
         from opentelemetry_exporter_userevents.reader.outputs import (  # noqa: PLC0415
-            otlp_http_output,
+            direct_sender,
         )
 
         reasons: Counter[str] = Counter()
@@ -311,8 +313,8 @@ class ExporterOutput:
                 reasons.update(sender.failed_by_reason)
         kept: Counter[str] = Counter()
         for reason, count in reasons.most_common():
-            if len(kept) >= otlp_http_output.MAX_REASONS and reason not in kept:
-                reason = otlp_http_output.OTHER_REASONS
+            if len(kept) >= direct_sender.MAX_REASONS and reason not in kept:
+                reason = direct_sender.OTHER_REASONS
             kept[reason] += count
         return kept
 

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from opentelemetry.sdk._logs import ReadableLogRecord
     from opentelemetry.sdk.trace import ReadableSpan
 
-_SDK_TRACE, _SDK_LOGS = "opentelemetry.sdk.trace", "opentelemetry.sdk._logs"
+SDK_TRACE_MODULE = "opentelemetry.sdk.trace"
+SDK_LOGS_MODULE = "opentelemetry.sdk._logs"
 
 
 def _class(module: str, name: str) -> type[Any] | None:
@@ -29,12 +30,12 @@ def _class(module: str, name: str) -> type[Any] | None:
 
 
 def is_sdk_span(item: Any) -> bool:
-    span = _class(_SDK_TRACE, "ReadableSpan")
+    span = _class(SDK_TRACE_MODULE, "ReadableSpan")
     return span is not None and isinstance(item, span)
 
 
 def is_sdk_log(item: Any) -> bool:
-    log = _class(_SDK_LOGS, "ReadableLogRecord")
+    log = _class(SDK_LOGS_MODULE, "ReadableLogRecord")
     return log is not None and isinstance(item, log)
 
 
@@ -42,7 +43,10 @@ def sdk_spans_and_logs(
     items: Sequence[Any],
 ) -> tuple[list[ReadableSpan], list[ReadableLogRecord]]:
     """The SDK spans of ``items`` and their SDK log records, each in order."""
-    span, log = _class(_SDK_TRACE, "ReadableSpan"), _class(_SDK_LOGS, "ReadableLogRecord")
+    span, log = (
+        _class(SDK_TRACE_MODULE, "ReadableSpan"),
+        _class(SDK_LOGS_MODULE, "ReadableLogRecord"),
+    )
     spans: list[ReadableSpan] = []
     logs: list[ReadableLogRecord] = []
     if span is not None:

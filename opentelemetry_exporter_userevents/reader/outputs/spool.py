@@ -3,14 +3,14 @@
 
 """A bounded queue on disk for OTLP requests the collector did not take (``--spool DIR``).
 
-A request the output could not deliver (no answer, or 429/502/503/504, after its retries;
-or the request's deadline; or, at stop, what the output had not delivered by ``--stop-timeout``:
-the requests in flight and the batches queued) is written to DIR as one segment file, the
-encoded request as
-it would have been posted (before compression), and re-sent, oldest first, from the
+A request the output could not deliver (no answer, or 429/502/503/504, or a retryable gRPC
+code, after its retries; or the request's deadline; or, at stop, what the output had not
+delivered by ``--stop-timeout``: the requests in flight and the batches queued) is written
+to DIR as one segment file, the encoded request as it would have been sent (before
+compression), and re-sent, oldest first, from the
 output's thread once the collector takes a request again; a reader started with the same
-DIR resumes them. An answer that is not retried (a 400) is not spooled: the collector
-would refuse it again.
+DIR resumes them. An answer that is not retried (a 400, gRPC ``INVALID_ARGUMENT``) is not
+spooled: the collector would refuse it again.
 
 **Files.** DIR is created 0700 (an existing one must be a directory owned by the reader's
 user, not a symlink, and is made 0700); each segment ``NNNNNNNNNNNNNNNN.seg`` is 0600, with

@@ -117,7 +117,9 @@ def _run(reader: FakeReader, path: Path, writes: list[str]) -> tuple[int, str]:
     err = io.StringIO()
     reader.writes = writes  # what TraceDatWriter.close was asked for before the reader closed
     code = capture(_args(path), reader, FakeTracefs(), err)  # type: ignore[arg-type]
-    return code, err.getvalue()
+    ready, _, rest = err.getvalue().partition("\n")
+    assert ready.startswith(f"otel-userevents: capturing into {path} the records of prefix otel ")
+    return code, rest  # what came after the line that says it listens
 
 
 def _remade(err: str, path: Path) -> bytes:

@@ -24,12 +24,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
     ExportTraceServiceResponse,
 )
 
-from opentelemetry_exporter_userevents.reader.outputs.otlp_http_output import (  # noqa: E402
+from opentelemetry_exporter_userevents.reader.outputs.delivery import MAX_MESSAGE  # noqa: E402
+from opentelemetry_exporter_userevents.reader.outputs.direct_sender import (  # noqa: E402
     MAX_REASONS,
     OTHER_REASONS,
-)
-from opentelemetry_exporter_userevents.reader.outputs.otlp_http_post import (  # noqa: E402
-    MAX_MESSAGE,
 )
 from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutput  # noqa: E402
 from opentelemetry_exporter_userevents.reader.outputs.output_stage import (  # noqa: E402

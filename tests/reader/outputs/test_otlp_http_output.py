@@ -43,7 +43,7 @@ from opentelemetry_exporter_userevents.reader import cli  # noqa: E402
 from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Rebuilder  # noqa: E402
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import metrics_data  # noqa: E402
 from opentelemetry_exporter_userevents.reader.outputs import (
-    otlp_http_output,
+    direct_sender,
     otlp_json,
     sdk_objects,  # noqa: E402
 )
@@ -227,9 +227,9 @@ def test_metric_points_are_posted_as_the_exporter_posts_them(receiver: Receiver)
     assert output.failed == 0
     assert [r[0] for r in direct] == [r[0] for r in receiver.requests] == ["/v1/metrics"]
     assert direct[0][2] == receiver.requests[0][2]  # the same bytes
-    assert otlp_http_output.direct_sender(OTLPMetricExporter(), "metrics") is not None
+    assert direct_sender.direct_sender(OTLPMetricExporter(), "metrics") is not None
     splitting = OTLPMetricExporter(max_export_batch_size=10)
-    assert otlp_http_output.direct_sender(splitting, "metrics") is None
+    assert direct_sender.direct_sender(splitting, "metrics") is None
 
 
 def test_a_record_the_encoder_cannot_carry_is_left_out(receiver: Receiver) -> None:
@@ -258,17 +258,17 @@ def test_sdk_objects_where_the_client_is_not_known(
     """Without the exporter's client (another version), with the exporter's own metrics
     enabled, or for another exporter, the exporter gets SDK objects."""
     exporter = OTLPSpanExporter()
-    assert otlp_http_output.direct_sender(exporter, "spans") is not None
+    assert direct_sender.direct_sender(exporter, "spans") is not None
     del exporter._client
-    assert otlp_http_output.direct_sender(exporter, "spans") is None
+    assert direct_sender.direct_sender(exporter, "spans") is None
 
     class Subclass(OTLPLogExporter):
         pass
 
-    assert otlp_http_output.direct_sender(Subclass(), "logs") is None
-    assert otlp_http_output.direct_sender(OTLPLogExporter(), "spans") is None
+    assert direct_sender.direct_sender(Subclass(), "logs") is None
+    assert direct_sender.direct_sender(OTLPLogExporter(), "spans") is None
     monkeypatch.setenv("OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED", "true")
-    assert otlp_http_output.direct_sender(OTLPLogExporter(), "logs") is None
+    assert direct_sender.direct_sender(OTLPLogExporter(), "logs") is None
     output = ExporterOutput("otlp_proto_http")
     assert output.sdk_objects
     output.write(_records())  # joined records: the output builds their SDK objects
@@ -279,7 +279,7 @@ def test_sdk_objects_where_the_client_is_not_known(
     bodies = [body for _, _, body in receiver.requests]
     assert bodies[:2] == bodies[2:]  # the same bytes either way
     monkeypatch.delenv("OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED")
-    monkeypatch.setattr(otlp_http_output, "direct_sender", lambda exporter, kind: None)
+    monkeypatch.setattr(direct_sender, "direct_sender", lambda exporter, kind: None)
     assert ExporterOutput("otlp_proto_http").sdk_objects
     assert ExporterOutput("console").sdk_objects
 

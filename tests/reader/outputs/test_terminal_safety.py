@@ -199,7 +199,7 @@ def test_cli_errors_quoting_a_file_are_escaped(monkeypatch, capsys):
     def fail(args: argparse.Namespace, out: object) -> int:
         raise ValueError(f"bad format file: {EVIL}")
 
-    monkeypatch.setattr(cli, "status", fail)
+    monkeypatch.setattr(status_command, "status", fail)
     assert cli.main(["status"]) == 1
     err = capsys.readouterr().err
     assert_safe(err, lines=1)
