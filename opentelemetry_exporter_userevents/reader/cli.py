@@ -26,7 +26,10 @@ from opentelemetry_exporter_userevents.environment_variables import (
     OTEL_EXPORTER_USER_EVENTS_PREFIX,
 )
 from opentelemetry_exporter_userevents.reader.commands.capture import decode
-from opentelemetry_exporter_userevents.reader.commands.common import UsageError
+from opentelemetry_exporter_userevents.reader.commands.common import (
+    UsageError,
+    provider_argument,
+)
 from opentelemetry_exporter_userevents.reader.commands.hist import hist
 from opentelemetry_exporter_userevents.reader.commands.record import record
 from opentelemetry_exporter_userevents.reader.commands.status import status
@@ -186,6 +189,24 @@ def parser() -> argparse.ArgumentParser:
         action="append",
         type=_prefix,
         help="only these prefixes (default: all)",
+    )
+    dec.add_argument(
+        "--provider",
+        dest="providers",
+        action="append",
+        type=provider_argument,
+        help="only these EventHeader providers (the Rust, C++ and .NET exporters'; default: all)",
+    )
+    rec.add_argument(
+        "--provider",
+        dest="providers",
+        action="append",
+        type=provider_argument,
+        help="also record the EventHeader events (the Rust, C++ and .NET OpenTelemetry "
+        "exporters': Common Schema spans and logs, and any other event as a log) of this "
+        "provider, from its tracepoints NAME_L1K1 to NAME_L5K1 held from the start, and "
+        "any other of its tracepoints within a rescan; give it once per provider, or '*' "
+        "for every EventHeader tracepoint found by rescans (default: none)",
     )
     exporters = ", ".join(_exporters()) or "none"
     for sub in (rec, dec):

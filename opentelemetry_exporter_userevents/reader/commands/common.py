@@ -19,6 +19,10 @@ from opentelemetry_exporter_userevents.environment_variables import (
     OTEL_EXPORTER_USER_EVENTS_TRACEFS,
 )
 from opentelemetry_exporter_userevents.reader.decode.decoder import DecoderStats
+from opentelemetry_exporter_userevents.reader.decode.eventheader_records import (
+    ANY_PROVIDER,
+    is_provider,
+)
 from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.reader.live.trace_reader import TraceReader
 from opentelemetry_exporter_userevents.reader.outputs.output import (
@@ -113,6 +117,25 @@ def prefixes_of(args: argparse.Namespace, every_by_default: bool = False) -> lis
     return [args.prefix]
 
 
+def providers_of(args: argparse.Namespace, every_by_default: bool = False) -> list[str]:
+    """The EventHeader providers given (``--provider``), else every one (``decode``) or
+    none (``record``)."""
+    providers = getattr(args, "providers", None)
+    if providers:
+        return list(providers)
+    return [ANY_PROVIDER] if every_by_default else []
+
+
+def provider_argument(text: str) -> str:
+    """``--provider``'s value: ``*``, or a name an EventHeader tracepoint can have."""
+    if text == ANY_PROVIDER or is_provider(text):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"{text!r}: a provider is what comes before _L<level>K<keyword> in an EventHeader "
+        "tracepoint's name (letters, digits and _; or '*')"
+    )
+
+
 def workers_of(args: argparse.Namespace) -> int:
     """Decoding workers to use: ``--workers`` for OTLP/JSON lines; 1 (in-process) for the
     tree view, ``--exporter`` and ``--kernel``, which need SDK objects or checked spans
@@ -154,7 +177,10 @@ def rebuilt_parts(rebuilder: Rebuilder, decoded: DecoderStats, output: Output) -
         ("without resource", rebuilt.without_resource),
         ("truncated by the writer", rebuilt.truncated),
         ("undecodable", decoded.undecodable),
-        ("records of other prefixes skipped (see --prefix)", decoded.other_prefixes),
+        (
+            "records of other prefixes or providers skipped (see --prefix, --provider)",
+            decoded.other_prefixes,
+        ),
         ("corrupt pages", decoded.corrupt_pages),
         ("waiting for a resource", rebuilder.pending),
         ("released early: too many waiting for a resource", rebuilt.pending_evicted),
