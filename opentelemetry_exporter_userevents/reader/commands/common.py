@@ -222,8 +222,8 @@ def invalid_part(rebuilder: Rebuilder) -> str:
 
 
 def discovery_parts(reader: TraceReader) -> list[str]:
-    """Under ``*``: the services whose first records may be missing (``late``), and
-    announcements that made no sense; nothing when all is well."""
+    """Under ``*``: the services and EventHeader providers whose first records may be
+    missing (``late``), and announcements that made no sense; nothing when all is well."""
     parts = []
     late = reader.late_services()
     if late or reader.found_later_not_remembered:
@@ -241,6 +241,20 @@ def discovery_parts(reader: TraceReader) -> list[str]:
         parts.append(
             f"{len(late) + reader.found_later_not_remembered} services may have lost their "
             f"first records (not counted by the kernel or the app): {', '.join(shown)}"
+        )
+    late_providers = reader.late_providers()
+    if late_providers or reader.providers.not_remembered:
+        shown = [
+            f"{printable(late.provider)} (found {late.found:.1f} s in)"
+            for late in late_providers[:SHOWN_SERVICES]
+        ]
+        more = len(late_providers) - len(shown) + reader.providers.not_remembered
+        if more:
+            shown.append(f"{more} more")
+        parts.append(
+            f"{len(late_providers) + reader.providers.not_remembered} EventHeader providers "
+            "may have lost their first records (they announce nothing: found by a rescan; "
+            f"name them with --provider to hold their tracepoints): {', '.join(shown)}"
         )
     heard = reader.announcements
     if heard is not None:
