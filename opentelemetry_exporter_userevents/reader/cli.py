@@ -83,6 +83,14 @@ def _prefix(text: str) -> str:
     raise argparse.ArgumentTypeError(f"{text!r}: a prefix is {rule} (or '*')")
 
 
+def _provider(text: str) -> str:
+    from opentelemetry_exporter_userevents.reader.commands.common import (  # noqa: PLC0415
+        provider_argument,
+    )
+
+    return provider_argument(text)
+
+
 def _exporters() -> list[str]:
     """The installed OpenTelemetry exporters' entry-point names, except ours (the reader
     would read its own output)."""
@@ -194,6 +202,24 @@ def parser() -> argparse.ArgumentParser:
         action="append",
         type=_prefix,
         help="only these prefixes (default: all)",
+    )
+    dec.add_argument(
+        "--provider",
+        dest="providers",
+        action="append",
+        type=_provider,
+        help="only these EventHeader providers (the Rust, C++ and .NET exporters'; default: all)",
+    )
+    rec.add_argument(
+        "--provider",
+        dest="providers",
+        action="append",
+        type=_provider,
+        help="also record the EventHeader events (the Rust, C++ and .NET OpenTelemetry "
+        "exporters': Common Schema spans and logs, and any other event as a log) of this "
+        "provider, from its tracepoints NAME_L1K1 to NAME_L5K1 held from the start, and "
+        "any other of its tracepoints within a rescan; give it once per provider, or '*' "
+        "for every EventHeader tracepoint found by rescans (default: none)",
     )
     exporters = ", ".join(_exporters()) or "none"
     for sub in (rec, dec):

@@ -7,9 +7,11 @@ process does the same with a chunk whose worker died (:func:`decode_chunk`), so 
 is the same either way.
 
 A worker sends back, per record: an :class:`.EncodedRecord` for a span or log that passed
-the checks (its item, and what the join reads), a :class:`.RejectedRecord` for one that did
-not (the reason), and resources and metric points whole, as :class:`.TraceRecord` (the
-main process checks them: they are few, and the join needs them whole).
+the checks (its item, and what the join reads; for an EventHeader record, the resource its
+writer named beside it, one object per resource in a chunk: pickled once), a
+:class:`.RejectedRecord` for one that did not (the reason), and resources and metric
+points whole, as :class:`.TraceRecord` (the main process checks them: they are few, and
+the join needs them whole).
 """
 
 from __future__ import annotations
@@ -24,12 +26,18 @@ from typing import Any
 
 from opentelemetry_exporter_userevents.abi.format import parse_format
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
-from opentelemetry_exporter_userevents.reader.decode.checked_records import CheckedLog, CheckedSpan
+from opentelemetry_exporter_userevents.reader.decode.checked_records import (
+    CheckedLog,
+    CheckedResource,
+    CheckedSpan,
+)
 from opentelemetry_exporter_userevents.reader.decode.decoder import (
     DecoderStats,
     RecordDecoder,
     TraceRecord,
 )
+from opentelemetry_exporter_userevents.reader.decode.eventheader_check import EventHeaderChecker
+from opentelemetry_exporter_userevents.reader.decode.eventheader_records import EVENTHEADER_KIND
 from opentelemetry_exporter_userevents.reader.decode.joinable import EncodedRecord, RejectedRecord
 from opentelemetry_exporter_userevents.reader.decode.validation import InvalidRecord, RecordChecker
 from opentelemetry_exporter_userevents.reader.outputs.grouping import Unrepresentable
@@ -43,18 +51,29 @@ Stats = tuple[int, int, int, int, int, int]
 pages after lost events, records of other prefixes."""
 
 
-def check_and_encode(records: Iterable[TraceRecord], checker: RecordChecker) -> list[Decoded]:
+def check_and_encode(
+    records: Iterable[TraceRecord],
+    checker: RecordChecker,
+    eventheader: EventHeaderChecker | None = None,
+) -> list[Decoded]:
     """What a worker sends back for decoded records (see :data:`Decoded`)."""
     out: list[Decoded] = []
     scopes: dict[str, str] = {}  # one object per scope text: pickled once per chunk
+    resources: dict[int, CheckedResource] = {}  # and per resource
     for record in records:
         timestamp, kind, tracepoint, pid, values = record
         checked: CheckedSpan | CheckedLog
+        resource: CheckedResource | None = None
         try:
             if kind == SPAN_KIND:
                 checked = checker.span(values, timestamp, pid, tracepoint)
             elif kind == LOG_KIND:
                 checked = checker.log(values, timestamp, pid, tracepoint)
+            elif kind == EVENTHEADER_KIND:
+                if eventheader is None:
+                    eventheader = EventHeaderChecker()
+                checked, resource = eventheader.check(values, timestamp, pid, tracepoint)
+                resource = resources.setdefault(resource.resource_id, resource)
             else:
                 out.append(record)
                 continue
@@ -72,19 +91,23 @@ def check_and_encode(records: Iterable[TraceRecord], checker: RecordChecker) -> 
                 timestamp=timestamp,
                 pid=pid,
                 tracepoint=tracepoint,
-                kind=kind,
+                kind=SPAN_KIND if isinstance(checked, CheckedSpan) else LOG_KIND,
                 resource_id=checked.resource_id,
                 truncated=checked.truncated,
                 scope_text=scope_text,
                 scope=checked.scope,
                 item=item,
+                resource=resource,
             )
         )
     return out
 
 
 def decode_chunk(
-    decoder: RecordDecoder, checker: RecordChecker, pages: Iterable[bytes]
+    decoder: RecordDecoder,
+    checker: RecordChecker,
+    pages: Iterable[bytes],
+    eventheader: EventHeaderChecker | None = None,
 ) -> tuple[list[Decoded], Stats]:
     """A chunk of pages, decoded, checked and encoded; and what the decoder counted."""
     decoder.stats = stats = DecoderStats()
@@ -93,7 +116,7 @@ def decode_chunk(
         decoder.decode_page(page, records)
     counts = (stats.records, stats.pages, stats.corrupt_pages, stats.undecodable,
               stats.pages_with_missed_events, stats.other_prefixes)  # fmt: skip
-    return check_and_encode(records, checker), counts
+    return check_and_encode(records, checker, eventheader), counts
 
 
 def add_formats(decoder: RecordDecoder, texts: Iterable[str]) -> None:
@@ -107,13 +130,18 @@ def add_formats(decoder: RecordDecoder, texts: Iterable[str]) -> None:
 
 
 def serve(
-    tasks: Connection, results: Connection, prefixes: Sequence[str], layout: PageLayout
+    tasks: Connection,
+    results: Connection,
+    prefixes: Sequence[str],
+    layout: PageLayout,
+    providers: Sequence[str] = (),
 ) -> None:
     """A worker: formats and chunks of pages in, decoded chunks out, until its pipe closes.
     Results go out through a thread, so the worker keeps taking chunks while the main
     process is busy (neither side ever blocks on the other's full pipe)."""
-    decoder = RecordDecoder(prefixes, layout)
+    decoder = RecordDecoder(prefixes, layout, providers)
     checker = RecordChecker()
+    eventheader = EventHeaderChecker()
     outgoing: queue.Queue[Any] = queue.Queue()
 
     def send() -> None:
@@ -138,7 +166,7 @@ def serve(
                 add_formats(decoder, task[1])
                 continue
             _, ticket, pages = task
-            outgoing.put((ticket, *decode_chunk(decoder, checker, pages)))
+            outgoing.put((ticket, *decode_chunk(decoder, checker, pages, eventheader)))
     except BaseException:  # noqa: BLE001 - a bug: the main process reports it
         outgoing.put(("error", traceback.format_exc(limit=8)))
     outgoing.put(None)

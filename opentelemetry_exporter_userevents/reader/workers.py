@@ -50,6 +50,7 @@ from typing import Any
 
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
 from opentelemetry_exporter_userevents.reader.decode.decoder import DecoderStats, RecordDecoder
+from opentelemetry_exporter_userevents.reader.decode.eventheader_check import EventHeaderChecker
 from opentelemetry_exporter_userevents.reader.decode.validation import RecordChecker
 from opentelemetry_exporter_userevents.reader.worker_bootstrap import main, stop_signals_blocked
 from opentelemetry_exporter_userevents.reader.worker_loop import (
@@ -93,7 +94,15 @@ class WorkerPool:
     :data:`WINDOW` chunks in flight each; results not yet taken are kept, so a caller takes
     them in time (the commands take each read's before the next)."""
 
-    def __init__(self, count: int, prefixes: Sequence[str], layout: PageLayout) -> None:
+    def __init__(
+        self,
+        count: int,
+        prefixes: Sequence[str],
+        layout: PageLayout,
+        providers: Sequence[str] = (),
+    ) -> None:
+        """``providers``: the EventHeader providers the decoders read, as the main
+        process's (:class:`.RecordDecoder`)."""
         context = multiprocessing.get_context("spawn")
         self.stats = DecoderStats()
         """What the workers (and the main process, for a dead worker) decoded, added up."""
@@ -104,6 +113,7 @@ class WorkerPool:
         self.lost_pages = 0
         """Pages that dead workers held and the main process could not decode either."""
         self._prefixes = tuple(prefixes)
+        self._providers = tuple(providers)
         self._layout = layout
         self._tasks: list[Connection] = []
         self._feeds: list[queue.SimpleQueue[Any]] = []
@@ -126,13 +136,14 @@ class WorkerPool:
         self._formats: list[str] = []
         self._local: tuple[int, RecordDecoder] | None = None
         self._checker = RecordChecker()
+        self._eventheader_checker = EventHeaderChecker()
         try:
             for number in range(count):
                 task_read, task_write = context.Pipe(duplex=False)
                 result_read, result_write = context.Pipe(duplex=False)
                 process = context.Process(
                     target=main,
-                    args=(task_read, result_write, self._prefixes, layout),
+                    args=(task_read, result_write, self._prefixes, layout, self._providers),
                     name=f"otel-userevents worker {number}",
                     daemon=True,
                 )
@@ -285,10 +296,12 @@ class WorkerPool:
         """A chunk decoded in this process, with the formats its worker would have had."""
         try:
             if self._local is None or self._local[0] != known:
-                decoder = RecordDecoder(self._prefixes, self._layout)
+                decoder = RecordDecoder(self._prefixes, self._layout, self._providers)
                 add_formats(decoder, self._formats[:known])
                 self._local = (known, decoder)
-            records, stats = decode_chunk(self._local[1], self._checker, chunk)
+            records, stats = decode_chunk(
+                self._local[1], self._checker, chunk, self._eventheader_checker
+            )
         except Exception:  # noqa: BLE001 - what killed a worker may fail here too: counted
             self._done[ticket] = []
             self.lost_pages += len(chunk)

@@ -31,6 +31,7 @@ from opentelemetry_exporter_userevents.reader.commands import capture as capture
 from opentelemetry_exporter_userevents.reader.commands import record as record_command
 from opentelemetry_exporter_userevents.reader.decode.decoder import DecoderStats, RecordDecoder
 from opentelemetry_exporter_userevents.reader.decode.validation import RecordChecker
+from opentelemetry_exporter_userevents.reader.live.eventheader_providers import ProviderDiscovery
 from tests.reader.capture.test_capture import FORMATS, _capture, _records
 from tests.support.otlp import flatten
 from tests.support.pages import data_event, page
@@ -293,6 +294,13 @@ class _FakeReader:
 
     def late_services(self) -> list[object]:
         return []
+
+    def late_providers(self) -> list[object]:
+        return []
+
+    @property
+    def providers(self) -> ProviderDiscovery:
+        return ProviderDiscovery(())
 
 
 def test_record_with_workers_writes_what_it_writes_in_process(monkeypatch):

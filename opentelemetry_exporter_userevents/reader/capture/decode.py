@@ -4,9 +4,11 @@
 """A capture file to our records: trace.dat pages or perf.data samples, decoded with the
 format files the file carries, merged by timestamp.
 
-The file says which kind it is by its first bytes. Format files of events that are not
-ours are ignored; ours that do not match our schemas are listed, with the reason, and
-their records counted as undecodable, as the live reader does.
+The file says which kind it is by its first bytes. EventHeader tracepoints (the Rust, C++
+and .NET exporters': :mod:`..decode.eventheader_records`) of the providers read are
+decoded beside ours. Format files of other events are ignored; ours that do not match our
+schemas are listed, with the reason, and their records counted as undecodable, as the live
+reader does.
 
 Decoding streams: the file is mapped, not read, and :attr:`DecodedCapture.records` decodes
 as it is iterated. A trace.dat is decoded page by page, each CPU's pages in the order the
@@ -27,6 +29,7 @@ import mmap
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
+from typing import NamedTuple
 
 from opentelemetry_exporter_userevents.abi.format import parse_format
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
@@ -48,6 +51,7 @@ from opentelemetry_exporter_userevents.reader.capture.tracing_data import (
     TracingData,
 )
 from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder, TraceRecord
+from opentelemetry_exporter_userevents.reader.decode.eventheader_records import ANY_PROVIDER
 
 RELEASE_EVERY = 64 << 20
 """Bytes of pages or samples read between two drops of the mapped file's pages."""
@@ -72,7 +76,7 @@ class DecodedCapture:
     all of them). A compressed chunk that does not inflate to what it declares raises
     :class:`CaptureError` when iteration reaches it."""
     tracepoints: list[str] = field(default_factory=list)
-    """Our tracepoints whose formats the file carries."""
+    """Our tracepoints (and EventHeader ones read) whose formats the file carries."""
     incompatible: dict[str, str] = field(default_factory=dict)
     """Our names, not our formats: the reason."""
     notes: list[str] = field(default_factory=list)
@@ -107,21 +111,26 @@ class _Release:
             self.drop()
 
 
-def decode_file(path: str, prefixes: Sequence[str]) -> DecodedCapture:
+def decode_file(
+    path: str, prefixes: Sequence[str], providers: Sequence[str] = (ANY_PROVIDER,)
+) -> DecodedCapture:
     """Open a trace.dat or perf.data; raises :class:`CaptureError` (or OSError). Its
-    records decode as :attr:`DecodedCapture.records` is iterated."""
+    records decode as :attr:`DecodedCapture.records` is iterated. ``providers``: the
+    EventHeader providers read (every one by default)."""
     with open(path, "rb") as f:
         try:
             mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         except ValueError:  # an empty file cannot be mapped
             raise CaptureError(f"{path} is empty") from None
     # Unmapped when the last view of it goes (records copy what they keep).
-    return _decode(memoryview(mapped), prefixes, _Release(mapped))
+    return _decode(memoryview(mapped), _Wanted(prefixes, providers), _Release(mapped))
 
 
-def decode_bytes(data: bytes | memoryview, prefixes: Sequence[str]) -> DecodedCapture:
+def decode_bytes(
+    data: bytes | memoryview, prefixes: Sequence[str], providers: Sequence[str] = (ANY_PROVIDER,)
+) -> DecodedCapture:
     """Decode a capture held in memory (its records, too, as they are iterated)."""
-    return _decode(data, prefixes, _Release(None))
+    return _decode(data, _Wanted(prefixes, providers), _Release(None))
 
 
 def batches(records: Iterable[TraceRecord], size: int = BATCH) -> Iterator[list[TraceRecord]]:
@@ -142,7 +151,12 @@ def batches(records: Iterable[TraceRecord], size: int = BATCH) -> Iterator[list[
         yield batch
 
 
-def _decode(data: bytes | memoryview, prefixes: Sequence[str], release: _Release) -> DecodedCapture:
+class _Wanted(NamedTuple):
+    prefixes: Sequence[str]
+    providers: Sequence[str]
+
+
+def _decode(data: bytes | memoryview, prefixes: _Wanted, release: _Release) -> DecodedCapture:
     head = bytes(data[:10])
     if head.startswith(TRACING_MAGIC):
         return _decode_trace_dat(data, prefixes, release)
@@ -151,12 +165,12 @@ def _decode(data: bytes | memoryview, prefixes: Sequence[str], release: _Release
     raise CaptureError("not a trace.dat (trace-cmd) or perf.data file")
 
 
-def _decoder(tracing: TracingData, prefixes: Sequence[str], kind: str) -> DecodedCapture:
+def _decoder(tracing: TracingData, wanted: _Wanted, kind: str) -> DecodedCapture:
     try:
         layout = PageLayout.from_header_page(tracing.header_page, tracing.page_size)
     except ValueError as error:
         raise CaptureError(f"{kind}: header_page: {error}") from None
-    decoded = DecodedCapture(kind, RecordDecoder(prefixes, layout))
+    decoded = DecodedCapture(kind, RecordDecoder(wanted.prefixes, layout, wanted.providers))
     for _system, text in tracing.formats:
         try:
             fmt = parse_format(text)
@@ -165,7 +179,7 @@ def _decoder(tracing: TracingData, prefixes: Sequence[str], kind: str) -> Decode
         if decoded.decoder.skip_other_prefix(fmt):
             decoded.other_formats.append(text)
             continue
-        if decoded.decoder.kind_of(fmt.name) is None:
+        if decoded.decoder.kind_of(fmt.name) is None and not decoded.decoder.takes_eventheader(fmt):
             continue
         try:
             decoded.decoder.add(fmt)
@@ -178,7 +192,7 @@ def _decoder(tracing: TracingData, prefixes: Sequence[str], kind: str) -> Decode
 
 
 def _decode_trace_dat(
-    data: bytes | memoryview, prefixes: Sequence[str], release: _Release
+    data: bytes | memoryview, prefixes: _Wanted, release: _Release
 ) -> DecodedCapture:
     version_7 = bytes(data[len(TRACING_MAGIC) : len(TRACING_MAGIC) + 2]) == b"7\0"
     dat = read_trace_dat_v7(data) if version_7 else read_trace_dat(data)
@@ -224,7 +238,7 @@ def _released(pages: Iterable[memoryview], release: _Release) -> Iterator[memory
 
 
 def _decode_perf_data(
-    data: bytes | memoryview, prefixes: Sequence[str], release: _Release
+    data: bytes | memoryview, prefixes: _Wanted, release: _Release
 ) -> DecodedCapture:
     perf = read_perf_data(data)
     decoded = _decoder(perf.tracing, prefixes, "perf.data")

@@ -25,6 +25,7 @@ from opentelemetry_exporter_userevents.reader.commands.common import (
     discovery_parts,
     output_of,
     prefixes_of,
+    providers_of,
     rebuilt_parts,
     run_until_stopped,
     say_ready,
@@ -140,7 +141,8 @@ def _why(failure: BaseException) -> str:
 def decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Rebuild what a trace.dat or perf.data holds, as ``record`` would have written it."""
     started = time.monotonic()
-    decoded = decode_file(args.file, prefixes_of(args, every_by_default=True))
+    providers = providers_of(args, every_by_default=True)
+    decoded = decode_file(args.file, prefixes_of(args, every_by_default=True), providers)
     for name, reason in decoded.incompatible.items():
         err.write(f"otel-userevents: not decoding {printable(f'{name}: {reason}')}\n")
     workers = workers_of(args)
@@ -155,7 +157,9 @@ def decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         try:  # records decode as they are taken: a batch at a time, whatever the file's size
             if workers > 1 and decoded.cpu_pages is not None:
-                pool = WorkerPool(workers, prefixes_of(args, True), decoded.decoder.layout)
+                pool = WorkerPool(
+                    workers, prefixes_of(args, True), decoded.decoder.layout, providers
+                )
                 _decode_with_workers(pool, decoded, rebuilder, output)
             else:
                 for batch in batches(decoded.records):
@@ -183,7 +187,10 @@ def decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     ]
     err.write(head + ", ".join(parts) + "\n")
     if not decoded.tracepoints:
-        err.write("otel-userevents: the file holds no tracepoints of ours (see --prefix)\n")
+        err.write(
+            "otel-userevents: the file holds no tracepoints of ours (see --prefix) "
+            "and no EventHeader ones (see --provider)\n"
+        )
     if damaged is not None:  # after what was read is written and counted
         raise damaged
     if failed is not None:

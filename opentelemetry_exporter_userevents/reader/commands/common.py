@@ -19,6 +19,10 @@ from opentelemetry_exporter_userevents.environment_variables import (
     OTEL_EXPORTER_USER_EVENTS_TRACEFS,
 )
 from opentelemetry_exporter_userevents.reader.decode.decoder import DecoderStats
+from opentelemetry_exporter_userevents.reader.decode.eventheader_records import (
+    ANY_PROVIDER,
+    is_provider,
+)
 from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.reader.live.trace_reader import TraceReader
 from opentelemetry_exporter_userevents.reader.outputs.output import (
@@ -134,6 +138,25 @@ def prefixes_of(args: argparse.Namespace, every_by_default: bool = False) -> lis
     return [prefix]
 
 
+def providers_of(args: argparse.Namespace, every_by_default: bool = False) -> list[str]:
+    """The EventHeader providers given (``--provider``), else every one (``decode``) or
+    none (``record``)."""
+    providers = getattr(args, "providers", None)
+    if providers:
+        return list(providers)
+    return [ANY_PROVIDER] if every_by_default else []
+
+
+def provider_argument(text: str) -> str:
+    """``--provider``'s value: ``*``, or a name an EventHeader tracepoint can have."""
+    if text == ANY_PROVIDER or is_provider(text):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"{text!r}: a provider is what comes before _L<level>K<keyword> in an EventHeader "
+        "tracepoint's name (letters, digits and _; or '*')"
+    )
+
+
 def workers_of(args: argparse.Namespace) -> int:
     """Decoding workers to use: ``--workers`` for OTLP/JSON lines; 1 (in-process) for the
     tree view, ``--exporter`` and ``--kernel``, which need SDK objects or checked spans
@@ -175,7 +198,10 @@ def rebuilt_parts(rebuilder: Rebuilder, decoded: DecoderStats, output: Output) -
         ("without resource", rebuilt.without_resource),
         ("truncated by the writer", rebuilt.truncated),
         ("undecodable", decoded.undecodable),
-        ("records of other prefixes skipped (see --prefix)", decoded.other_prefixes),
+        (
+            "records of other prefixes or providers skipped (see --prefix, --provider)",
+            decoded.other_prefixes,
+        ),
         ("corrupt pages", decoded.corrupt_pages),
         ("waiting for a resource", rebuilder.pending),
         ("released early: too many waiting for a resource", rebuilt.pending_evicted),
@@ -217,8 +243,8 @@ def invalid_part(rebuilder: Rebuilder) -> str:
 
 
 def discovery_parts(reader: TraceReader) -> list[str]:
-    """Under ``*``: the services whose first records may be missing (``late``), and
-    announcements that made no sense; nothing when all is well."""
+    """Under ``*``: the services and EventHeader providers whose first records may be
+    missing (``late``), and announcements that made no sense; nothing when all is well."""
     parts = []
     late = reader.late_services()
     if late or reader.found_later_not_remembered:
@@ -236,6 +262,20 @@ def discovery_parts(reader: TraceReader) -> list[str]:
         parts.append(
             f"{len(late) + reader.found_later_not_remembered} services may have lost their "
             f"first records (not counted by the kernel or the app): {', '.join(shown)}"
+        )
+    late_providers = reader.late_providers()
+    if late_providers or reader.providers.not_remembered:
+        shown = [
+            f"{printable(late.provider)} (found {late.found:.1f} s in)"
+            for late in late_providers[:SHOWN_SERVICES]
+        ]
+        more = len(late_providers) - len(shown) + reader.providers.not_remembered
+        if more:
+            shown.append(f"{more} more")
+        parts.append(
+            f"{len(late_providers) + reader.providers.not_remembered} EventHeader providers "
+            "may have lost their first records (they announce nothing: found by a rescan; "
+            f"name them with --provider to hold their tracepoints): {', '.join(shown)}"
         )
     heard = reader.announcements
     if heard is not None:

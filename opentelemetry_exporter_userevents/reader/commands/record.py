@@ -19,6 +19,7 @@ from opentelemetry_exporter_userevents.reader.commands.common import (
     discovery_parts,
     output_of,
     prefixes_of,
+    providers_of,
     rate,
     rebuilt_parts,
     run_until_stopped,
@@ -56,7 +57,12 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise UsageError("--spool keeps OTLP/HTTP requests: use it with --exporter")
     tracefs = tracefs_of(args)
     reader = TraceReader(
-        tracefs, prefixes_of(args), args.filter, args.buffer_size_kb, args.rescan_interval
+        tracefs,
+        prefixes_of(args),
+        args.filter,
+        args.buffer_size_kb,
+        args.rescan_interval,
+        providers=providers_of(args),
     )
     if args.capture:
         if args.kernel:
@@ -219,7 +225,12 @@ class _Parallel:
             output.write(self.rebuilder.add(records))
             read = reader.decoder.stats.pages - pages_before
             if self.workers > 1 and read >= BUSY_PAGES and not last:
-                self.pool = WorkerPool(self.workers, reader.prefixes, reader.decoder.layout)
+                self.pool = WorkerPool(
+                    self.workers,
+                    reader.prefixes,
+                    reader.decoder.layout,
+                    reader.decoder.providers.names,
+                )
                 self.pool.add_formats(text for _system, text in reader.formats())
             return read > 0
         pages = [page for _cpu, page in reader.capture()]

@@ -1,8 +1,8 @@
 # Copyright The OpenTelemetry Authors
 # SPDX-License-Identifier: Apache-2.0
 
-"""``otel-userevents status``: our tracepoints by prefix, each with its layout, schema
-version and listeners."""
+"""``otel-userevents status``: our tracepoints by prefix, and EventHeader ones by provider,
+each with its layout, schema version and listeners."""
 
 from __future__ import annotations
 
@@ -13,8 +13,17 @@ from typing import TextIO
 
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs, TracefsError, check_user_events
 from opentelemetry_exporter_userevents.abi.uapi import USER_EVENTS_MULTI_SYSTEM
-from opentelemetry_exporter_userevents.reader.commands.common import prefixes_of, tracefs_of
+from opentelemetry_exporter_userevents.reader.commands.common import (
+    prefixes_of,
+    providers_of,
+    tracefs_of,
+)
 from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder
+from opentelemetry_exporter_userevents.reader.decode.eventheader_records import (
+    EVENTHEADER_KIND,
+    eventheader_unpacker,
+    provider_of,
+)
 from opentelemetry_exporter_userevents.reader.hist.collector import HIST_INSTANCE_PREFIX
 from opentelemetry_exporter_userevents.reader.live.trace_reader import (
     INSTANCE_PREFIX,
@@ -47,16 +56,20 @@ def status(args: argparse.Namespace, out: TextIO) -> int:
     except PermissionError:
         raise TracefsError(f"permission denied reading {tracefs.path}: run as root") from None
     prefixes = prefixes_of(args, every_by_default=True)
-    decoder = RecordDecoder(prefixes)
+    decoder = RecordDecoder(prefixes, providers=providers_of(args, every_by_default=True))
     instances = tracefs.instances()
     _line(out, f"tracefs: {tracefs.path}")
     found = our_tracepoints(tracefs, decoder)
     by_prefix: dict[str, list[tuple[str, str, str]]] = {}
     for system, name, kind in found:
         parsed = parse_tracepoint(name)
-        by_prefix.setdefault(parsed.prefix if parsed else "?", []).append((system, name, kind))
+        if kind == EVENTHEADER_KIND:
+            group = f"EventHeader provider {provider_of(name)}"
+        else:
+            group = f"prefix {parsed.prefix if parsed else '?'}"
+        by_prefix.setdefault(group, []).append((system, name, kind))
     for prefix in sorted(by_prefix):
-        _line(out, f"prefix {prefix}:")
+        _line(out, f"{prefix}:")
         for system, name, kind in by_prefix[prefix]:
             _line(out, f"  {system}/{name}: {kind}, {_describe(tracefs, system, name, decoder)}")
             listeners = _listeners(tracefs, system, name, users.get(name, []), instances)
@@ -125,6 +138,8 @@ def _describe(tracefs: Tracefs, system: str, name: str, decoder: RecordDecoder) 
         fmt = tracefs.read_format(system, name)
     except (OSError, ValueError):
         return f"{layout}, gone"
+    if eventheader_unpacker(fmt) is not None:
+        return f"{layout}, EventHeader (the Rust, C++ and .NET exporters'), id {fmt.id}"
     known = decoder.kind_of(name)
     version = format_version(fmt)
     if known is None:

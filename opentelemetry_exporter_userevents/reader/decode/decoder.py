@@ -4,9 +4,11 @@
 """Ring-buffer pages to decoded span, log and resource records.
 
 The decoder knows our tracepoints by event id, each with the ``format`` file it was
-enabled with, and decodes every record of a page by that format (offsets and sizes,
-see :class:`~..record.unpack.RecordUnpacker`). It reads no files: :class:`.TraceReader` feeds
-it live pages, and tests and benchmarks feed it captured ones.
+enabled with, and decodes every record of a page by that format (offsets and sizes, see
+:class:`~..record.unpack.RecordUnpacker`). EventHeader tracepoints (the Rust, C++ and .NET
+exporters') are a second record format: their records keep their event's bytes, for the
+validation boundary to decode (:mod:`.eventheader_records`). It reads no files:
+:class:`.TraceReader` feeds it live pages, and tests and benchmarks feed it captured ones.
 """
 
 from __future__ import annotations
@@ -14,10 +16,15 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from opentelemetry_exporter_userevents.abi.format import EventFormat
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageError, PageLayout, parse_page
+from opentelemetry_exporter_userevents.reader.decode.eventheader_records import (
+    EVENTHEADER_KIND,
+    Providers,
+    eventheader_unpacker,
+)
 from opentelemetry_exporter_userevents.record.schema import Schema
 from opentelemetry_exporter_userevents.record.tracepoints import ANY_PREFIX, parse_tracepoint
 from opentelemetry_exporter_userevents.record.unpack import RecordUnpacker
@@ -29,7 +36,7 @@ class TraceRecord(NamedTuple):
     timestamp: int
     """Trace-clock time of the write (ns, ``local`` clock: not the span's own times)."""
     kind: str
-    """``span``, ``log`` or ``resource``."""
+    """``span``, ``log``, ``resource``, a metric kind, or ``eventheader``."""
     tracepoint: str
     pid: int
     values: dict[str, Any]
@@ -48,29 +55,39 @@ class DecoderStats:
     undecodable: int = 0
     """Records of an unknown event id, or whose fields did not decode, skipped."""
     other_prefixes: int = 0
-    """Records of our tracepoints with a prefix not read (``decode --prefix``), skipped."""
+    """Records of our tracepoints with a prefix not read (``decode --prefix``), or of
+    EventHeader providers not read (``--provider``), skipped."""
     pages_with_missed_events: int = 0
     """Pages the kernel marked: events were lost before them."""
+
+
+class _Unpacker(Protocol):
+    def unpack(self, record: bytes | bytearray | memoryview, /) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
 class _Tracepoint:
     name: str
     kind: str
-    unpacker: RecordUnpacker
+    unpacker: _Unpacker | RecordUnpacker
 
 
 class RecordDecoder:
     """Decodes pages of a buffer holding our tracepoints' records."""
 
     def __init__(
-        self, prefix: str | Sequence[str] = "otel", layout: PageLayout | None = None
+        self,
+        prefix: str | Sequence[str] = "otel",
+        layout: PageLayout | None = None,
+        providers: Sequence[str] = (),
     ) -> None:
-        """``prefix``: one prefix or several; ``*`` stands for every prefix."""
+        """``prefix``: one prefix or several; ``*`` stands for every prefix. ``providers``:
+        the EventHeader providers read (``*``: all; none by default)."""
         self.layout = layout or PageLayout()
         self.stats = DecoderStats()
         self.prefixes = (prefix,) if isinstance(prefix, str) else tuple(prefix)
         self.every_prefix = ANY_PREFIX in self.prefixes
+        self.providers = Providers(providers)
         self._by_id: dict[int, _Tracepoint] = {}
         self._other_prefixes: set[int] = set()
 
@@ -82,20 +99,34 @@ class RecordDecoder:
             return None
         return parsed.kind, parsed.schema
 
+    def takes_eventheader(self, fmt: EventFormat) -> bool:
+        """Whether ``fmt`` is an EventHeader tracepoint of a provider this decoder reads."""
+        return self.providers.takes(fmt.name) and eventheader_unpacker(fmt) is not None
+
     def add(self, fmt: EventFormat) -> str:
         """Decode records of event ``fmt.id`` with ``fmt`` from now on; return the kind.
-        Raises ValueError if the name is not ours or the format lacks our fields."""
+        Raises ValueError if the name is not ours or the format lacks our fields. Any
+        EventHeader tracepoint is taken (the caller chose it: :meth:`takes_eventheader`;
+        a worker takes what its main process sends)."""
         known = self.kind_of(fmt.name)
         if known is None:
+            eventheader = eventheader_unpacker(fmt)
+            if eventheader is not None:
+                self._by_id[fmt.id] = _Tracepoint(fmt.name, EVENTHEADER_KIND, eventheader)
+                return EVENTHEADER_KIND
             raise ValueError(f"{fmt.name} is not one of our tracepoints")
         kind, schema = known
         self._by_id[fmt.id] = _Tracepoint(fmt.name, kind, schema.unpacker(fmt))
         return kind
 
     def skip_other_prefix(self, fmt: EventFormat) -> bool:
-        """If ``fmt`` is one of our tracepoints with a prefix this decoder does not read,
-        count its records as :attr:`DecoderStats.other_prefixes` (not undecodable)."""
-        if self.kind_of(fmt.name) is not None or parse_tracepoint(fmt.name) is None:
+        """If ``fmt`` is one of our tracepoints with a prefix this decoder does not read, or
+        an EventHeader one of a provider it does not read, count its records as
+        :attr:`DecoderStats.other_prefixes` (not undecodable)."""
+        if eventheader_unpacker(fmt) is not None:
+            if self.providers.takes(fmt.name):
+                return False
+        elif self.kind_of(fmt.name) is not None or parse_tracepoint(fmt.name) is None:
             return False
         self._other_prefixes.add(fmt.id)
         return True

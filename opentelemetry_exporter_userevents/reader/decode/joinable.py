@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from typing import NamedTuple, Protocol
 
-from opentelemetry_exporter_userevents.reader.decode.checked_records import CheckedScope
+from opentelemetry_exporter_userevents.reader.decode.checked_records import (
+    CheckedResource,
+    CheckedScope,
+)
 
 
 class Joinable(Protocol):
@@ -53,6 +56,9 @@ class EncodedRecord(NamedTuple):
     scope: CheckedScope | None
     item: str | None
     """Its OTLP/JSON item; None where OTLP cannot carry it (the output counts it)."""
+    resource: CheckedResource | None = None
+    """The resource an EventHeader record's writer named beside it (it has no resource
+    record of its own: :mod:`.eventheader_check`), learnt by the join before the record."""
 
 
 class RejectedRecord(NamedTuple):

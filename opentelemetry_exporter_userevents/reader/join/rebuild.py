@@ -14,11 +14,13 @@ reads only checked fields, so both kinds of record join and count alike.
 
 Each record carries a ``resource_id``; the resource itself arrives on its own tracepoint
 (see docs/schema.md), and is learnt only if the id is the hash of its texts, so no process
-can replace a resource another announced. Records whose resource is not known yet wait
-for it, up to ``resource_wait`` seconds, and are then released with an empty resource
-(counted). Resources and scopes come back as the SDK stores them (attribute sequences as
-tuples), one Resource and one InstrumentationScope object per distinct value (the OTLP
-encoders group by them).
+can replace a resource another announced. An EventHeader record (the Rust, C++ and .NET
+exporters') has no resource record: the resource its writer names comes beside it, with an
+id of its own domain (:mod:`.eventheader_check`), and is learnt first. Records whose
+resource is not known yet wait for it, up to ``resource_wait`` seconds, and are then
+released with an empty resource (counted). Resources and scopes come back as the SDK
+stores them (attribute sequences as tuples), one Resource and one InstrumentationScope
+object per distinct value (the OTLP encoders group by them).
 
 With a :class:`.process_view.ProcessViews` (``record`` only: a capture's pids are another
 time's), each record's resource also gets what the host sees of its writer (its pid, the
@@ -52,6 +54,11 @@ from opentelemetry_exporter_userevents.reader.decode.checked_records import (
     CheckedSpan,
 )
 from opentelemetry_exporter_userevents.reader.decode.decoder import TraceRecord
+from opentelemetry_exporter_userevents.reader.decode.eventheader_check import EventHeaderChecker
+from opentelemetry_exporter_userevents.reader.decode.eventheader_records import (
+    EVENTHEADER_KIND,
+    provider_of,
+)
 from opentelemetry_exporter_userevents.reader.decode.joinable import EncodedRecord, RejectedRecord
 from opentelemetry_exporter_userevents.reader.decode.validation import InvalidRecord, RecordChecker
 from opentelemetry_exporter_userevents.reader.join.joined_record import (
@@ -154,6 +161,8 @@ class Rebuilder:
         nothing added."""
         self.stats = RebuildStats()
         self.checker = RecordChecker()
+        self.eventheader = EventHeaderChecker()
+        """EventHeader records' boundary: decoded, mapped, with the resource beside each."""
         self._resources: dict[int, Resource] = {}
         self._scopes: dict[str, InstrumentationScope | None] = {}
         self._pending: dict[int, list[tuple[float, Joinable, ProcessView | None]]] = {}
@@ -175,7 +184,12 @@ class Rebuilder:
                 if views is not None and record.kind == RESOURCE_KIND:
                     views.refresh(record.pid)
                 try:
-                    checked = check(record)
+                    if record.kind == EVENTHEADER_KIND:
+                        timestamp, _, tracepoint, pid, values = record
+                        checked, inline = self.eventheader.check(values, timestamp, pid, tracepoint)
+                        self._arrived(inline, ready)
+                    else:
+                        checked = check(record)
                 except InvalidRecord as invalid:
                     self.stats.count_invalid(invalid.reason, record.pid)
                     continue
@@ -184,15 +198,10 @@ class Rebuilder:
                 continue
             else:
                 checked = record
+                if record.resource is not None:
+                    self._arrived(record.resource, ready)
             if isinstance(checked, CheckedResource):
-                learnt = self._learn_resource(checked)
-                if learnt is not None and learnt in self._pending:
-                    known = self._resources[learnt]
-                    for _, its_checked, its_view in self._pop_pending(learnt):
-                        if its_view is not None:
-                            self._rebuild(its_checked, ready, self._join(learnt, known, its_view))
-                        else:
-                            self._rebuild(its_checked, ready, known)
+                self._arrived(checked, ready)
                 continue
             if views is not None:
                 view = views.view(checked.pid, now)
@@ -211,6 +220,17 @@ class Rebuilder:
                 break
             self._release(rid, ready)
         return ready
+
+    def _arrived(self, checked: CheckedResource, ready: list[Telemetry]) -> None:
+        """Learn a resource, and rebuild the records that waited for it."""
+        learnt = self._learn_resource(checked)
+        if learnt is not None and learnt in self._pending:
+            known = self._resources[learnt]
+            for _, its_checked, its_view in self._pop_pending(learnt):
+                if its_view is not None:
+                    self._rebuild(its_checked, ready, self._join(learnt, known, its_view))
+                else:
+                    self._rebuild(its_checked, ready, known)
 
     def flush(self) -> list[Telemetry]:
         """Release every waiting record, with an empty resource."""
@@ -305,8 +325,7 @@ class Rebuilder:
             stats.truncated += 1
         service = resource.attributes.get("service.name")
         if not isinstance(service, str):
-            parsed = parse_tracepoint(checked.tracepoint)
-            service = f"prefix {parsed.prefix}" if parsed is not None else "unknown"
+            service = _service_of(checked.tracepoint)
         if service in stats.services or len(stats.services) < MAX_SERVICES:
             stats.services[service] = stats.services.get(service, 0) + 1
         else:
@@ -330,6 +349,15 @@ class Rebuilder:
             self._scopes.clear()
         self._scopes[text] = scope
         return scope
+
+
+def _service_of(tracepoint: str) -> str:
+    """What names a service without ``service.name``: our prefix, an EventHeader provider."""
+    parsed = parse_tracepoint(tracepoint)
+    if parsed is not None:
+        return f"prefix {parsed.prefix}"
+    provider = provider_of(tracepoint)
+    return f"provider {provider}" if provider is not None else "unknown"
 
 
 def _kind(checked: Joinable) -> str:

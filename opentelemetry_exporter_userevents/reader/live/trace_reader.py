@@ -13,7 +13,9 @@ by their tracepoint's ``format`` file, merges CPUs by timestamp, and counts what
 lost (:mod:`.cpu_pipes`). Closing disables everything and removes the instance; an instance
 left by a killed reader is removed at the next start of a reader in the same pid namespace.
 
-Under ``*`` a thread of its own answers announcements and runs the rescans
+With ``providers`` it also reads EventHeader tracepoints (the Rust, C++ and .NET exporters'
+records: :mod:`.eventheader_providers`), holding a named provider's usual ones from the
+start. Under ``*`` a thread of its own answers announcements and runs the rescans
 (:mod:`.announcement_thread`), so a new service is listened to whatever the caller's loop
 is doing. Rescans then no longer wait for a read: a record of a deleted tracepoint still in
 the buffer when the kernel gives its event id to a new one is decoded with the new format
@@ -42,6 +44,11 @@ from opentelemetry_exporter_userevents.reader.live.announcements import (
     AnnouncementListener,
 )
 from opentelemetry_exporter_userevents.reader.live.cpu_pipes import CpuPipes
+from opentelemetry_exporter_userevents.reader.live.eventheader_providers import (
+    LateProvider,
+    ProviderDiscovery,
+    eventheader_tracepoints,
+)
 from opentelemetry_exporter_userevents.reader.live.tracefs_instance import (
     InstanceOwner,
     TracefsInstance,
@@ -95,12 +102,15 @@ def our_tracepoints(
     listing: dict[str, list[str]] | None = None,
 ) -> list[tuple[str, str, str]]:
     """(system, name, kind) of each tracepoint with one of the decoder's names: every
-    ``<name>.<id>`` version in ``user_events_multi``, and the single-format fallback;
-    ``only``: of these prefixes only (the ones just announced); ``listing``: the names of
-    each system, if the caller listed them already."""
+    ``<name>.<id>`` version in ``user_events_multi``, and the single-format fallback; and
+    the EventHeader tracepoints of the decoder's providers. ``only``: of these prefixes
+    only (the ones just announced); ``listing``: the names of each system, if the caller
+    listed them already."""
     found = []
     for system in (USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM):
         names = listing[system] if listing is not None else tracefs.events(system)
+        if system == USER_EVENTS_SYSTEM and only is None:
+            found += eventheader_tracepoints(names, decoder.providers)
         for name in names:
             if system == USER_EVENTS_MULTI_SYSTEM and "." not in name:
                 continue
@@ -126,11 +136,13 @@ class TraceReader(InstanceOwner):
         buffer_size_kb: int | None = None,
         rescan_interval: float = 0.5,
         hold: bool = True,
+        providers: Sequence[str] = (),
     ) -> None:
         """``prefix``: the exporters' prefix, or several; ``*`` records every prefix whose
         tracepoints match our schemas (found by rescans). ``hold``: register the named
         prefixes' tracepoints at start (:mod:`.tracepoint_holder`), so an app's records are
-        seen from its first one."""
+        seen from its first one. ``providers``: EventHeader providers to read too (``*``:
+        every one, found by rescans); a named one's ``_L1K1`` to ``_L5K1`` are held."""
         self.tracefs = tracefs or find_tracefs()
         self.prefixes = (prefix,) if isinstance(prefix, str) else tuple(prefix)
         self.prefix = self.prefixes[0]
@@ -141,7 +153,9 @@ class TraceReader(InstanceOwner):
         self.rescan_interval = rescan_interval
         self.tracefs_instance = TracefsInstance(self.tracefs, INSTANCE_PREFIX)
         self.instance = self.tracefs_instance.name
-        self.decoder = RecordDecoder(self.prefixes)
+        self.decoder = RecordDecoder(self.prefixes, providers=providers)
+        self.providers = ProviderDiscovery(self.decoder.providers.named)
+        """When each EventHeader provider was found (:meth:`late_providers`)."""
         self.filter_rejected: dict[str, str] = {}
         """Tracepoints the kernel would not take the filter for (not enabled): reasons."""
         self.incompatible: dict[str, str] = {}
@@ -187,6 +201,7 @@ class TraceReader(InstanceOwner):
             if self.hold:
                 self.holder = TracepointHolder(self.tracefs)
                 self.holder.hold(p for p in self.prefixes if p != ANY_PREFIX)
+                self.holder.hold_providers(self.decoder.providers.named)
                 if ANY_PREFIX in self.prefixes:
                     self._listen_to_announcements(self.holder)
             self.pipes.open()
@@ -282,7 +297,10 @@ class TraceReader(InstanceOwner):
             self.on_announced(pids)
 
     def _note_found(self, added: list[str]) -> None:
-        """Remember when each prefix was first found, after the start (under ``*``)."""
+        """Remember when each prefix was first found, after the start (under ``*``), and
+        each EventHeader provider."""
+        if self.decoder.providers.every:
+            self.providers.note(added, time.monotonic() - self._started)
         if ANY_PREFIX not in self.prefixes:
             return
         prefixes = {parsed.prefix for name in added if (parsed := parse_tracepoint(name))}
@@ -321,6 +339,12 @@ class TraceReader(InstanceOwner):
                     why = f"gave up waiting after {heard.wait_ms} ms"
                     late.append(LateService(prefix, None, why))
         return late
+
+    def late_providers(self) -> list[LateProvider]:
+        """EventHeader providers found by a rescan after the start (``--provider '*'``):
+        they announce nothing, so what they wrote before was seen by nobody."""
+        with self._lock:
+            return self.providers.late()
 
     def wait(self, timeout: float) -> None:
         """Sleep up to ``timeout`` seconds between reads; without the thread that answers

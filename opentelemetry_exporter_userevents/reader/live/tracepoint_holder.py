@@ -25,6 +25,10 @@ from opentelemetry_exporter_userevents.abi.errors import UserEventsError
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs
 from opentelemetry_exporter_userevents.abi.uapi import USER_EVENTS_MULTI_SYSTEM
 from opentelemetry_exporter_userevents.abi.user_events import UserEventsData
+from opentelemetry_exporter_userevents.reader.decode.eventheader_records import (
+    held_names,
+    register_command,
+)
 from opentelemetry_exporter_userevents.record.tracepoints import (
     announce_commands,
     commands,
@@ -55,6 +59,21 @@ class TracepointHolder:
         for prefix in prefixes:
             for base, (_, schema) in tracepoint_kinds(prefix).items():
                 self._hold(*commands(base, schema))
+
+    def hold_providers(self, providers: Iterable[str]) -> None:
+        """Register ``NAME_L1K1`` to ``NAME_L5K1`` of each EventHeader provider, with the
+        fields every EventHeader writer registers (single-format: one tracepoint per name,
+        so the writer's registration finds the reader's and shares it)."""
+        if not self._data.available:
+            return
+        for provider in providers:
+            for name in held_names(provider):
+                command = register_command(name)
+                try:
+                    self._data.register(command, 0)
+                    self.held += 1
+                except UserEventsError as error:
+                    self.errors[error.command] = str(error)
 
     def hold_announcements(self) -> None:
         """Register the announcement tracepoint (:mod:`.announcements`), both layouts."""

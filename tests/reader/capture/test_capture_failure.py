@@ -28,6 +28,7 @@ from opentelemetry_exporter_userevents.reader.capture.trace_dat import (
     read_trace_dat,
 )
 from opentelemetry_exporter_userevents.reader.commands.capture import capture
+from opentelemetry_exporter_userevents.reader.live.eventheader_providers import ProviderDiscovery
 from tests.support.captures import HEADER_EVENT
 from tests.support.pages import HEADER_PAGE, data_event, page
 
@@ -83,6 +84,13 @@ class FakeReader:
 
     def late_services(self) -> list[Any]:
         return []
+
+    def late_providers(self) -> list[Any]:
+        return []
+
+    @property
+    def providers(self) -> ProviderDiscovery:
+        return ProviderDiscovery(())
 
     found_later_not_remembered = 0
     announcements = None

@@ -152,7 +152,10 @@ def test_decode_of_another_prefix_says_its_records_were_skipped(tmp_path, capsys
     path = _capture(tmp_path, _pages(raws))
     assert cli.main(["decode", path, "--prefix", "nosuch", "-o", str(tmp_path / "out")]) == 0
     err = capsys.readouterr().err
-    assert f"{len(raws) - 1} records of other prefixes skipped (see --prefix)" in err
+    assert (
+        f"{len(raws) - 1} records of other prefixes or providers skipped (see --prefix, --provider)"
+        in err
+    )
     assert "1 undecodable" in err  # the sched_switch record only
     assert "the file holds no tracepoints of ours (see --prefix)" in err
 

@@ -25,6 +25,7 @@ from opentelemetry_exporter_userevents.reader.commands import record as record_c
 from opentelemetry_exporter_userevents.reader.commands.common import rebuilt_parts
 from opentelemetry_exporter_userevents.reader.decode.decoder import DecoderStats, TraceRecord
 from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Rebuilder
+from opentelemetry_exporter_userevents.reader.live.eventheader_providers import ProviderDiscovery
 from opentelemetry_exporter_userevents.reader.outputs import otlp_json, otlp_json_direct
 from opentelemetry_exporter_userevents.reader.outputs.output import OtlpJsonOutput
 from opentelemetry_exporter_userevents.reader.views import process_view
@@ -561,6 +562,13 @@ class _FakeReader:
 
     def late_services(self) -> list[object]:
         return []
+
+    def late_providers(self) -> list[object]:
+        return []
+
+    @property
+    def providers(self) -> ProviderDiscovery:
+        return ProviderDiscovery(())
 
 
 def run_record(monkeypatch, tmp_path: Path, flags: list[str], records: list[TraceRecord]):
