@@ -164,7 +164,7 @@ def test_record_capture_to_an_unwritable_destination_removes_its_instance_and_ke
     assert instance in tracefs.instances()
     capture.mkdir()  # the destination is unwritable from now on
     result = proc.finished(proc.app(prefix, "checkout"))
-    err = proc.stop(reader, codes=(1,))
+    err = proc.after_ready(proc.stop(reader, codes=(1,)))
 
     assert instance not in tracefs.instances()  # no service pays for a listener that is gone
     assert "Traceback" not in err and err.count("\n") == 1, err
@@ -202,7 +202,7 @@ def test_record_capture_on_a_full_file_system_removes_its_instance_and_names_the
                     pass
             except OSError as error:
                 assert error.errno == errno.ENOSPC
-        err = proc.stop(reader, codes=(1,))
+        err = proc.after_ready(proc.stop(reader, codes=(1,)))
 
         assert instance not in tracefs.instances()
         assert "Traceback" not in err and err.count("\n") == 1, err

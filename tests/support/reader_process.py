@@ -104,6 +104,16 @@ def stop(process: subprocess.Popen[str], codes: tuple[int, ...] = (0,)) -> str:
     return err
 
 
+READY_LINE_END = "; Ctrl-C or SIGTERM stops it"
+
+
+def after_ready(err: str) -> str:
+    """The reader's stderr after its first line, which says it listens (checked here)."""
+    ready, _, rest = err.partition("\n")
+    assert ready.startswith("otel-userevents: ") and ready.endswith(READY_LINE_END), err
+    return rest
+
+
 def requests(output: Path) -> tuple[list[dict], list[dict]]:
     lines = [json.loads(line) for line in output.read_text().splitlines()]
     return [x for x in lines if "resourceSpans" in x], [x for x in lines if "resourceLogs" in x]
