@@ -7,6 +7,7 @@ counted, filters run in the kernel, and the reader cleans up after itself."""
 from __future__ import annotations
 
 import codecs
+import importlib
 import io
 import json
 import os
@@ -446,6 +447,8 @@ def test_cli_without_rights_exits_with_a_clear_error(tracefs, prefix):
     def as_nobody():
         codecs.lookup("ascii")  # the interpreter's own files are unreadable once nobody
         cli.parser().parse_args(["record"])
+        importlib.import_module(f"{cli.__package__}.commands.record")  # cli loads it in main
+        importlib.import_module("opentelemetry.exporter.otlp.proto.common")  # for find_spec
         drop_privileges()
         sys.stderr = io.StringIO()
         code = cli.main(["--prefix", prefix, "record", "--duration", "1"])

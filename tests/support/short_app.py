@@ -14,6 +14,7 @@ enables them: records written in between are not recorded).
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 import time
@@ -33,6 +34,15 @@ from opentelemetry_exporter_userevents import (
     UserEventsSpanProcessor,
 )
 from opentelemetry_exporter_userevents.reader.outputs import otlp_json
+
+
+def load_everything() -> None:
+    """Import now what :func:`main` would import when first used (the OTLP encoder that
+    its OTLP/JSON needs): for a caller about to lose the right to read the interpreter's
+    files (tests/support/simulated_container.py)."""
+    importlib.import_module("google.protobuf.json_format")
+    for module in ("_log_encoder", "trace_encoder", "_internal.metrics_encoder"):
+        importlib.import_module(f"opentelemetry.exporter.otlp.proto.common.{module}")
 
 
 def main(

@@ -90,6 +90,7 @@ def enter_user_and_pid_namespaces(hostname: str) -> None:
 def main(argv: list[str]) -> int:
     cgroup, data_at, prefix, service, hostname, gid = argv[:6]
     set_data = "--set-data" in argv[6:]
+    short_app.load_everything()  # while root: nobody cannot read the interpreter's files
     enter_mounts(data_at)
     become_nobody(cgroup, int(gid))
     enter_user_and_pid_namespaces(hostname)
