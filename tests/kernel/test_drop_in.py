@@ -150,6 +150,27 @@ def enabled_files() -> dict[str, str]:
     return found
 
 
+def tracing_state() -> dict[str, object]:
+    """What decides whether the top instance's ``trace_pipe`` shows anything: its
+    ``tracing_on`` (a ``trace-cmd record`` cut short leaves it 0) and the processes that
+    have a ``trace_pipe`` open (a reader there takes the events from everyone else)."""
+    state: dict[str, object] = {}
+    try:
+        with open("/sys/kernel/tracing/tracing_on") as f:
+            state["tracing_on"] = f.read().strip()
+    except OSError as error:
+        state["tracing_on"] = repr(error)
+    holders = []
+    for fd in glob.glob("/proc/[0-9]*/fd/*"):
+        try:
+            if os.readlink(fd).endswith("/trace_pipe"):
+                holders.append(fd.split("/")[2])
+        except OSError:
+            pass
+    state["trace_pipe_open_in"] = sorted(set(holders))
+    return state
+
+
 def test_the_readme_trace_pipe_recipe_shows_spans_and_its_clean_up_disables_them():
     """ "Watch them", as written: the app started in the background, its tracepoints waited
     for and enabled, ``cat trace_pipe`` read until a span and a log came (then Ctrl-C, as
@@ -163,6 +184,7 @@ def test_the_readme_trace_pipe_recipe_shows_spans_and_its_clean_up_disables_them
     # busy guest ran late (CI: the old ones enabled, the app's never, trace_pipe empty).
     left = wait_until(lambda: not enabled_files(), 60)
     assert left, f"tracepoints of an earlier test still there: {enabled_files()}"
+    before = tracing_state()  # shown if the trace stays empty
     env = as_an_operator_runs_it()
     background = subprocess.Popen(  # "&": the shell runs it beside the next lines
         ["sh", "-c", watch[0].removesuffix("&")], cwd=ROOT, env=env,
@@ -194,7 +216,8 @@ def test_the_readme_trace_pipe_recipe_shows_spans_and_its_clean_up_disables_them
         os.killpg(reading.pid, signal.SIGINT)  # Ctrl-C
         reading.wait(timeout=60)
         trace = "".join(seen)
-        assert " otel_span" in trace and "name=GET /cart/{id}" in trace, trace[-2000:]
+        where = f"before: {before}, now: {tracing_state()}, enabled: {enabled_files()}"
+        assert " otel_span" in trace and "name=GET /cart/{id}" in trace, (where, trace[-2000:])
         assert re.search(LOG_LINE, trace), trace[-2000:]
         assert background.poll() is None, "the app ended"
         enabled = enabled_files()
