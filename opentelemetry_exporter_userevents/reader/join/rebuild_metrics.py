@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from functools import cache
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
@@ -24,8 +25,10 @@ from opentelemetry_exporter_userevents.record import metric_values as mv
 
 if TYPE_CHECKING:  # imported where a metric point is first built: a reader of spans and
     # logs alone never loads the SDK's metrics (a tenth of its start, measured)
+    from opentelemetry.sdk.metrics import Exemplar
     from opentelemetry.sdk.metrics.export import (
         AggregationTemporality,
+        Buckets,
         ExponentialHistogramDataPoint,
         HistogramDataPoint,
         MetricsData,
@@ -54,22 +57,41 @@ class MetricPoint:
     truncated: int = 0
 
 
+class _PointClasses(NamedTuple):
+    """The SDK's classes a point is built of, looked up once (:func:`_point_classes`)."""
+
+    exemplar: type[Exemplar]
+    aggregation_temporality: type[AggregationTemporality]
+    buckets: type[Buckets]
+    number_point: type[NumberDataPoint]
+    histogram_point: type[HistogramDataPoint]
+    exponential_histogram_point: type[ExponentialHistogramDataPoint]
+
+
+@cache
+def _point_classes() -> _PointClasses:
+    """Imported at the first metric point (see TYPE_CHECKING above), then taken from the
+    cache: an import statement in :func:`rebuild_point` would cost every point 0.7 µs."""
+    from opentelemetry.sdk.metrics import Exemplar, export  # noqa: PLC0415
+
+    return _PointClasses(
+        Exemplar,
+        export.AggregationTemporality,
+        export.Buckets,
+        export.NumberDataPoint,
+        export.HistogramDataPoint,
+        export.ExponentialHistogramDataPoint,
+    )
+
+
 def rebuild_point(
     checked: CheckedMetric, resource: Resource, scope: InstrumentationScope | None
 ) -> MetricPoint:
     """A MetricPoint from a checked ``otel_metric_*`` record (:mod:`.validation`)."""
-    from opentelemetry.sdk.metrics import Exemplar  # noqa: PLC0415 - see TYPE_CHECKING
-    from opentelemetry.sdk.metrics.export import (  # noqa: PLC0415
-        AggregationTemporality,
-        Buckets,
-        ExponentialHistogramDataPoint,
-        HistogramDataPoint,
-        NumberDataPoint,
-    )
-
+    sdk = _point_classes()
     attributes = sdk_attributes(checked.attributes)
     exemplars = [
-        Exemplar(
+        sdk.exemplar(
             sdk_attributes(exemplar.attributes),
             exemplar.value,
             exemplar.time_ns,
@@ -82,9 +104,9 @@ def rebuild_point(
     kind = checked.kind
     point: Point
     if kind in (mv.KIND_SUM, mv.KIND_GAUGE):
-        point = NumberDataPoint(attributes, start, end, checked.value, exemplars)
+        point = sdk.number_point(attributes, start, end, checked.value, exemplars)
     elif kind == mv.KIND_HISTOGRAM:
-        point = HistogramDataPoint(
+        point = sdk.histogram_point(
             attributes,
             start,
             end,
@@ -97,7 +119,7 @@ def rebuild_point(
             exemplars,
         )
     else:
-        point = ExponentialHistogramDataPoint(
+        point = sdk.exponential_histogram_point(
             attributes,
             start,
             end,
@@ -105,8 +127,8 @@ def rebuild_point(
             checked.sum,
             checked.scale,
             checked.zero_count,
-            Buckets(*checked.positive),
-            Buckets(*checked.negative),
+            sdk.buckets(*checked.positive),
+            sdk.buckets(*checked.negative),
             checked.histogram_flags,
             checked.min,
             checked.max,
@@ -120,7 +142,7 @@ def rebuild_point(
         checked.description,
         checked.unit,
         kind,
-        AggregationTemporality(temporality) if temporality else None,
+        sdk.aggregation_temporality(temporality) if temporality else None,
         checked.monotonic,
         point,
         checked.dropped_attributes,

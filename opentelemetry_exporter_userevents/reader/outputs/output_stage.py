@@ -27,6 +27,7 @@ from typing import Any
 
 from opentelemetry_exporter_userevents.reader.decode.checked_records import CheckedSpan
 from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Telemetry
+from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint
 from opentelemetry_exporter_userevents.reader.outputs.bounded_queue import BoundedQueue
 from opentelemetry_exporter_userevents.reader.outputs.output import Output
 from opentelemetry_exporter_userevents.reader.outputs.sdk_items import is_sdk_log, is_sdk_span
@@ -59,6 +60,8 @@ IDLE_SECONDS = 5.0
 def kind_of(item: Telemetry) -> str:
     if type(item) is JoinedRecord:
         return "spans" if type(item.checked) is CheckedSpan else "logs"
+    if type(item) is MetricPoint:  # told by type: the SDK's classes are looked up below
+        return "metric points"
     if is_sdk_span(item):
         return "spans"
     return "logs" if is_sdk_log(item) else "metric points"
