@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from tests.support import reader_process as proc
-from tests.support.collector import MESSAGES, Rotel, Sink
+from tests.support.collector import MESSAGES, Rotel, Sink, running_rotel
 from tests.support.kernel_support import wait_until
 from tests.support.loopback import bring_loopback_up
 from tests.support.otlp import flatten, metric_points
@@ -48,12 +48,8 @@ def sink() -> Iterator[Sink]:
 
 @pytest.fixture
 def collector(sink: Sink, tmp_path: Path) -> Iterator[Rotel]:
-    rotel = Rotel(sink, tmp_path / "rotel.log")
-    try:
-        rotel.start()
+    with running_rotel(sink, tmp_path / "rotel.log") as rotel:
         yield rotel
-    finally:
-        rotel.stop()
 
 
 def _metric_app(prefix: str, service: str) -> subprocess.Popen[str]:

@@ -16,6 +16,8 @@ import socket
 import subprocess
 import threading
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -173,3 +175,14 @@ class Rotel:
             except subprocess.TimeoutExpired:
                 self.kill()
         self.process = None
+
+
+@contextmanager
+def running_rotel(sink: Sink, log: Path) -> Iterator[Rotel]:
+    """rotel started for the block, stopped after it (also when it failed to start)."""
+    rotel = Rotel(sink, log)
+    try:
+        rotel.start()
+        yield rotel
+    finally:
+        rotel.stop()

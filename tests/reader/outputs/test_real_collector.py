@@ -36,7 +36,7 @@ from opentelemetry_exporter_userevents.reader.outputs.output_stage import (  # n
 )
 from tests.reader.capture.test_capture import _capture, _encodable, _pages  # noqa: E402
 from tests.reader.capture.test_capture import _records as _capture_records  # noqa: E402
-from tests.support.collector import MESSAGES, Rotel, Sink, otlp_json_of  # noqa: E402
+from tests.support.collector import MESSAGES, Rotel, Sink, otlp_json_of, running_rotel  # noqa: E402
 from tests.support.kernel_support import wait_until  # noqa: E402
 from tests.support.otlp import flatten, metric_points  # noqa: E402
 from tests.support.span_fixtures import make_logs, make_spans  # noqa: E402
@@ -53,12 +53,8 @@ def sink() -> Iterator[Sink]:
 
 @pytest.fixture
 def collector(sink: Sink, tmp_path: Path) -> Iterator[Rotel]:
-    rotel = Rotel(sink, tmp_path / "rotel.log")
-    try:
-        rotel.start()
+    with running_rotel(sink, tmp_path / "rotel.log") as rotel:
         yield rotel
-    finally:
-        rotel.stop()
 
 
 @pytest.mark.parametrize("compression", ["none", "gzip"])
