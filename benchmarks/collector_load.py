@@ -1,0 +1,410 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""The reader with a real collector under load and faults, in the test bed: what is
+written, delivered, counted lost and delivered twice in each fault, the reader's memory
+over the whole run, and its rate through the collector against its rate to a file.
+
+One command, on the host:
+
+    USER_EVENTS_KERNEL=../shared/kernel/bzImage .venv/bin/python benchmarks/collector_load.py \\
+        --plot docs/collector.png
+
+In the guest: rotel (``rotel-agent``, the tests' collector) exports to a sink that counts
+each span and log record per service (``benchmarks/counting_sink.py``); the reader's
+endpoint is a proxy in front of rotel that can fail as collectors fail
+(``benchmarks/fault_proxy.py``). First the rate: ``--burst`` pre-encoded spans from two
+writers (``benchmarks/burst_encoded.py``) to a reader writing OTLP/JSON to a file, then to
+the reader of the rest of the run (``--exporter otlp_proto_http --spool DIR``), each timed
+from the first span in the file or at the sink to the last. Then each
+scenario of :data:`SCENARIOS` in turn: two services (``benchmarks/paced_writer.py``) write
+``--rate`` spans and as many logs a second each while the fault happens, then the run waits
+until every record is delivered, or none arrived for :data:`SETTLE` s. Per scenario:
+records written (the kernel took them), delivered (at least once), counted lost (the
+reader's health file: dropped and failed items, records the kernel lost), delivered twice,
+and what is left unaccounted. The reader's resident size (with its workers) is sampled
+every second. ``spool full`` has a reader of its own whose spool is a 1-MiB tmpfs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.guest_run import run_in_guest, save_result  # noqa: E402
+from benchmarks.reader_memory import family, status  # noqa: E402
+
+SETTLE = 45.0
+"""Seconds without a record arriving at the sink after which a scenario is taken as done."""
+SCENARIOS: list[tuple[str, float, list[tuple[float, str]]]] = [
+    ("steady", 30, []),
+    ("collector restarted", 40, [(10, "kill"), (15, "start")]),
+    ("collector down 70 s", 85, [(5, "kill"), (75, "start")]),
+    ("dribbling answers", 40, [(5, "dribble"), (30, "pass")]),
+    ("429, Retry-After 5", 40, [(5, "429"), (30, "pass")]),
+    ("500", 30, [(5, "500"), (20, "pass")]),
+    ("503, 300-MiB body", 30, [(5, "huge"), (20, "pass")]),
+    (
+        "reader SIGKILLed in an outage",
+        60,
+        [(5, "kill"), (20, "kill reader"), (25, "start reader"), (45, "start")],
+    ),
+    ("spool full", 60, [(5, "kill"), (50, "start")]),
+]
+"""(name, seconds of load, (second, action) during it)."""
+
+
+class Reader:
+    """``record --prefix '*'`` with an output, its ready file awaited, its RSS sampled."""
+
+    def __init__(self, args: list[str], env: dict[str, str] | None = None) -> None:
+        self.args, self.env = args, env
+        self.start()
+
+    def start(self) -> None:
+        directory = Path(tempfile.mkdtemp())
+        ready = directory / "ready"
+        self.log = (directory / "stderr").open("w")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "opentelemetry_exporter_userevents.reader.cli", "record",
+             "--prefix", "*", "--ready-file", str(ready), *self.args],
+            stdout=subprocess.DEVNULL, stderr=self.log, cwd=ROOT,
+            env={**os.environ, **(self.env or {})},
+        )  # fmt: skip
+        deadline = time.monotonic() + 300
+        while not (ready.exists() and ready.read_text()) and time.monotonic() < deadline:
+            assert self.process.poll() is None, "the reader exited at start"
+            time.sleep(0.05)
+        self.stderr = directory / "stderr"
+
+    def rss_kib(self) -> int:
+        return sum(status(pid, "VmRSS") for pid in family(self.process.pid))
+
+    def stop(self, how: int = signal.SIGTERM) -> str:
+        self.process.send_signal(how)
+        self.process.wait(timeout=600)
+        self.log.close()
+        lines = self.stderr.read_text().splitlines()
+        return lines[-1] if lines else ""
+
+
+def health(spool: Path) -> dict[str, int]:
+    """What the reader counted, from its health file: records the kernel lost, items
+    dropped and failed for good (spans and logs), and delivered."""
+    try:
+        found = json.loads((spool / "health.json").read_text())
+    except (OSError, ValueError):
+        return {"lost": 0, "dropped": 0, "failed": 0, "exported": 0, "pid": 0}
+    kinds = ("span", "log")
+    return {
+        "lost": found["lost"],
+        "dropped": sum(d[3] for d in found["dropped"] if d[2] in kinds),
+        "failed": sum(f[2] for f in found["failed"] if f[0] in kinds),
+        "exported": sum(found["exported"].get(k, 0) for k in kinds),
+        "pid": found["pid"],
+    }
+
+
+def _expected(wrote: dict[str, Any]) -> int:
+    """Records of a writer the kernel took (its spans and logs, not its resource records)."""
+    total = 0
+    for kind in ("spans", "logs"):
+        counts = wrote[kind]
+        dropped = sum(v for k, v in counts.items() if k.startswith("dropped_"))
+        total += wrote["each"] - counts["not_listened"] - dropped
+    return total
+
+
+def scenario(
+    name: str, seconds: float, actions: list[tuple[float, str]], rate: float, context: Any
+) -> dict[str, Any]:
+    sink, rotel, proxy, reader, spool = context
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    services = [f"{slug}-{n}" for n in range(2)]
+    before = health(spool)
+    writers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(ROOT / "benchmarks" / "paced_writer.py"),
+                f"load{n}",
+                service,
+                str(rate),
+                str(seconds),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )  # fmt: skip
+        for n, service in enumerate(services)
+    ]
+    began, killed_health = time.monotonic(), None
+    for at, action in actions:
+        time.sleep(max(0.0, began + at - time.monotonic()))
+        if action == "kill":
+            rotel.kill()
+        elif action == "start":
+            rotel.start()
+        elif action == "kill reader":
+            killed_health = health(spool)
+            reader.process.kill()
+            reader.process.wait()
+        elif action == "start reader":
+            reader.start()
+        else:
+            proxy.set_mode(action)
+    wrote = [json.loads(w.communicate(timeout=seconds + 300)[0]) for w in writers]
+    written = sum(map(_expected, wrote))
+    not_listened = sum(w[k]["not_listened"] for w in wrote for k in ("spans", "logs"))
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        delivered = sum(sink.counts(s)[0] for s in services)
+        if delivered >= written or time.monotonic() - sink.last_at > SETTLE:
+            break
+        time.sleep(1)
+    after = health(spool)
+    counted = {k: after[k] - before[k] for k in ("lost", "dropped", "failed")}
+    if killed_health is not None:  # two readers: the first's counts to its death, then the next's
+        counted = {
+            k: killed_health[k] - before[k] + after[k] for k in ("lost", "dropped", "failed")
+        }
+    delivered = sum(sink.counts(s)[0] for s in services)
+    twice = sum(sink.counts(s)[1] for s in services)
+    return {
+        "name": name,
+        "seconds": seconds,
+        "written": written,
+        "not_listened": not_listened,
+        "delivered": delivered,
+        "twice": twice,
+        **counted,
+        "unaccounted": written - delivered - sum(counted.values()),
+        "answered": dict(proxy.answered),
+    }
+
+
+def burst(spans: int, delivered: Any, tag: str) -> dict[str, Any]:
+    """``spans`` pre-encoded spans from two writers; the rate is taken from the first span
+    delivered to the last (the writers' start, an interpreter's, is not the reader's)."""
+    writers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(ROOT / "benchmarks" / "burst_encoded.py"),
+                f"{tag}{n}",
+                str(spans // 2),
+                "0",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )  # fmt: skip
+        for n in range(2)
+    ]
+    first = None
+    while any(w.poll() is None for w in writers) and first is None:
+        if delivered():
+            first = time.monotonic()
+        time.sleep(0.05)
+    wrote = [json.loads(w.communicate(timeout=900)[0]) for w in writers]
+    written = sum(w["spans"] for w in wrote)
+    last, since = -1, time.monotonic()
+    while time.monotonic() - since < SETTLE:
+        got = delivered()
+        if first is None and got:
+            first = time.monotonic()
+        if got >= written:
+            break
+        if got != last:
+            last, since = got, time.monotonic()
+        time.sleep(0.05)
+    took = time.monotonic() - (first or since)
+    got = delivered()
+    return {"written": written, "delivered": got, "seconds": took, "per_s": got / took}
+
+
+def in_guest(options: argparse.Namespace) -> dict[str, Any]:
+    from benchmarks.counting_sink import CountingSink  # noqa: PLC0415 - guest only
+    from benchmarks.fault_proxy import FaultProxy  # noqa: PLC0415
+    from tests.support.collector import Rotel  # noqa: PLC0415
+    from tests.support.loopback import bring_loopback_up  # noqa: PLC0415
+
+    bring_loopback_up()
+    work = Path(tempfile.mkdtemp())
+    sink = CountingSink()
+    rotel = Rotel(sink, work / "rotel.log")  # type: ignore[arg-type]
+    rotel.start()
+    proxy = FaultProxy(rotel.http_port)
+    buffer = ["--buffer-size-kb", str(options.buffer_size_kb)]
+    out = work / "out.jsonl"
+    to_file = Reader(["-o", str(out), *buffer])
+
+    seen = {"at": 0, "spans": 0, "tail": b""}
+
+    def in_file() -> int:  # what was appended since the last look, not the whole file
+        try:
+            with out.open("rb") as f:
+                f.seek(seen["at"])
+                data = f.read()
+        except OSError:
+            return 0
+        text = seen["tail"] + data
+        seen["spans"] += text.count(b'"spanId":')
+        seen["at"] += len(data)
+        seen["tail"] = text[-8:]  # a key cut in two at the end is counted next time
+        return seen["spans"]
+
+    rates = {"file": burst(options.burst, in_file, "tpf")}
+    to_file.stop()
+    spool = work / "spool"
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": proxy.url}
+    common = ["--exporter", "otlp_proto_http", "--health-interval", "1", *buffer]
+    reader = Reader([*common, "--spool", str(spool)], env)
+    services = [f"burst-tpc{n}" for n in range(2)]
+    rates["collector"] = burst(
+        options.burst, lambda: sum(sink.counts(s)[0] for s in services), "tpc"
+    )
+    samples: list[tuple[float, int, str]] = []
+    current = {"name": "burst", "reader": reader}
+    started = time.monotonic()
+    running = True
+
+    def sample() -> None:
+        while running:
+            samples.append(
+                (time.monotonic() - started, current["reader"].rss_kib(), current["name"])
+            )
+            time.sleep(1)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    results = []
+    for name, seconds, actions in SCENARIOS:
+        if options.only and not any(name.startswith(o) for o in options.only):
+            continue
+        current["name"] = name
+        context = (sink, rotel, proxy, reader, spool)
+        if name == "spool full":
+            summary = reader.stop()
+            small = work / "small"
+            small.mkdir()
+            mount = ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)]
+            subprocess.run(mount, check=True)
+            current["reader"] = reader = Reader([*common, "--spool", str(small / "spool")], env)
+            context = (sink, rotel, proxy, reader, small / "spool")
+        results.append(scenario(name, seconds, actions, options.rate, context))
+        print(json.dumps(results[-1]), flush=True)
+    running = False
+    sampler.join()
+    summary = reader.stop()
+    rotel.stop()
+    return {
+        "rates": rates,
+        "scenarios": results,
+        "rss": samples,
+        "summary": summary,
+        "rate": options.rate,
+        "sink_errors": sink.errors[:10],
+    }
+
+
+def report(result: dict[str, Any], machine: str) -> str:
+    rates = result["rates"]
+    ratio = rates["collector"]["per_s"] / rates["file"]["per_s"]
+    lines = [
+        f"collector load ({machine}): two services, {result['rate']:g} spans and "
+        f"{result['rate']:g} logs a second each",
+        f"rate: {rates['file']['per_s']:,.0f} spans/s to an OTLP/JSON file, "
+        f"{rates['collector']['per_s']:,.0f} spans/s through the collector "
+        f"({ratio:.2f}x; target at least 0.8x: {'met' if ratio >= 0.8 else 'missed'})",
+        f"{'scenario':<32}{'written':>8}{'delivered':>10}{'counted lost':>13}{'twice':>7}"
+        f"{'unaccounted':>12}{'peak MiB':>9}",
+    ]
+    for row in result["scenarios"]:
+        peak = max((kib for _, kib, name in result["rss"] if name == row["name"]), default=0)
+        counted = row["lost"] + row["dropped"] + row["failed"]
+        lines.append(
+            f"{row['name']:<32}{row['written']:>8,}{row['delivered']:>10,}{counted:>13,}"
+            f"{row['twice']:>7,}{row['unaccounted']:>12,}{peak / 1024:>9.0f}"
+        )
+    rss = [kib for _, kib, _ in result["rss"] if kib]
+    if rss:
+        lines.append(
+            f"reader RSS over the run: first {rss[0] / 1024:.0f} MiB, peak "
+            f"{max(rss) / 1024:.0f} MiB, last {rss[-1] / 1024:.0f} MiB"
+        )
+    return "\n".join(lines)
+
+
+def plot(result: dict[str, Any], path: str) -> bool:
+    try:
+        import matplotlib  # noqa: PLC0415 - optional
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt  # noqa: PLC0415
+    except ImportError:
+        return False
+    figure, ax = plt.subplots(figsize=(12, 4.5), constrained_layout=True)
+    xs = [t for t, _, _ in result["rss"]]
+    ax.plot(xs, [kib / 1024 for _, kib, _ in result["rss"]], color="#4c72b0")
+    names = [name for _, _, name in result["rss"]]
+    for index, name in enumerate(names):
+        if index == 0 or names[index - 1] != name:
+            ax.axvline(xs[index], color="#9a9a9a", linewidth=0.6)
+            ax.text(xs[index], 0, f" {name}", rotation=90, va="bottom", fontsize=7)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("seconds")
+    ax.set_ylabel("reader RSS, MiB (with its workers)")
+    ax.set_title("otel-userevents record --exporter otlp_proto_http --spool, through faults")
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return True
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rate", type=float, default=20, help="spans (and logs) a second")
+    parser.add_argument("--burst", type=int, default=20000, help="spans, for the rates")
+    parser.add_argument("--buffer-size-kb", type=int, default=16384)
+    parser.add_argument("--only", nargs="*", help="scenarios whose names start so")
+    parser.add_argument("--json", metavar="FILE", help="also write the result here")
+    parser.add_argument("--report", metavar="FILE", help="print and plot a result again")
+    parser.add_argument("--plot", metavar="PNG")
+    parser.add_argument("--in-guest", action="store_true", help=argparse.SUPPRESS)
+    options = parser.parse_args()
+    if options.in_guest:
+        save_result("collector_load", in_guest(options))
+        return 0
+    if options.report:
+        result, machine = json.loads(Path(options.report).read_text()), "again"
+    else:
+        args = ["--rate", str(options.rate), "--burst", str(options.burst),
+                "--buffer-size-kb", str(options.buffer_size_kb)]  # fmt: skip
+        if options.only:
+            args += ["--only", *options.only]
+        code, result, machine = run_in_guest("collector_load", args, timeout=5400)
+        if code:
+            return code
+        if options.json:
+            Path(options.json).write_text(json.dumps(result, indent=2))
+    print(report(result, machine))
+    if options.plot and not plot(result, options.plot):
+        print("collector_load: no plot (matplotlib: pip install -e '.[bench]')", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
