@@ -226,3 +226,26 @@ def test_hostile_buffers_are_rebuilt_or_counted_never_raised(data):
 
 def test_the_version_the_producers_write_is_known():
     assert VERSION in check.KNOWN_VERSIONS
+
+
+def _deep(depth: int) -> bytes:
+    """A request whose one point's attribute value is ``depth`` arrays deep, by hand."""
+    value = _ld(1, b"leaf")  # AnyValue{string_value}
+    for _ in range(depth):
+        value = _ld(5, _ld(1, value))  # AnyValue{array_value{values: [value]}}
+    point = b"\x31" + struct.pack("<q", 1) + _ld(7, _ld(1, b"k") + _ld(2, value))
+    metric = _ld(1, b"deep") + _ld(7, _ld(1, point))
+    return _ld(1, _ld(2, _ld(2, metric)))
+
+
+def test_a_buffer_nested_past_the_parsers_limit_is_counted_not_raised():
+    """Protobuf's parser refuses nesting past its recursion limit (100): an attribute
+    value 300 arrays deep, made by hand (the encoder refuses to write one)."""
+    (point,), _ = _rebuild([otlp_metrics_record(EVENT_ID, _deep(3))])  # the layout is right
+    assert dict(point.point.attributes) == {"k": ((("leaf",),),)}
+    buffer = _deep(300)
+    assert len(buffer) <= 0xFFFF
+    rebuilder = _counted([otlp_metrics_record(EVENT_ID, buffer)])
+    assert rebuilder.stats.invalid_reasons == {
+        "otlp_metrics.buffer: not an ExportMetricsServiceRequest": 1
+    }
