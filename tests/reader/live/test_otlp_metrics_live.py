@@ -9,12 +9,15 @@ side is tests/kernel/test_eventheader_live.py."""
 
 from __future__ import annotations
 
+import argparse
+import io
 from pathlib import Path
 
 import pytest
 
 from opentelemetry_exporter_userevents.abi import uapi
 from opentelemetry_exporter_userevents.abi.uapi import USER_EVENTS_SYSTEM
+from opentelemetry_exporter_userevents.reader.commands import status as status_command
 from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
 from tests.reader.live.test_eventheader_providers import DirectoryTracefs, _reader
 from tests.support.fake_kernel import FakeKernel
@@ -88,3 +91,16 @@ def test_live_pages_of_it_rebuild_the_requests_points(kernel):
         assert {p.resource.attributes["service.name"] for p in points} == {"inventory"}
     finally:
         reader.close()
+
+
+def test_status_lists_the_tracepoint(kernel, monkeypatch):
+    tracefs, _ = kernel
+    tracefs.add("otlp_metrics", otlp_metrics_format(451))
+    monkeypatch.setattr(status_command, "tracefs_of", lambda args: tracefs)
+    out = io.StringIO()
+    args = argparse.Namespace(tracefs=None, prefix=None, prefixes=None, spool=None)
+    assert status_command.status(args, out) == 0
+    text = out.getvalue()
+    assert "OTLP metrics (otlp_metrics):" in text
+    assert "user_events/otlp_metrics: otlp_metrics, single-format, OTLP protobuf" in text
+    assert "no tracepoints of ours" not in text
