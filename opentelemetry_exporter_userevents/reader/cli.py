@@ -208,7 +208,8 @@ def parser() -> argparse.ArgumentParser:
         dest="providers",
         action="append",
         type=_provider,
-        help="only these EventHeader providers (the Rust, C++ and .NET exporters'; default: all)",
+        help="only these EventHeader providers (the Rust, C++ and .NET exporters'), or "
+        "'otlp_metrics' for their metric exporters' tracepoint (default: all)",
     )
     rec.add_argument(
         "--provider",
@@ -219,7 +220,9 @@ def parser() -> argparse.ArgumentParser:
         "exporters': Common Schema spans and logs, and any other event as a log) of this "
         "provider, from its tracepoints NAME_L1K1 to NAME_L5K1 held from the start, and "
         "any other of its tracepoints within a rescan; give it once per provider, or '*' "
-        "for every EventHeader tracepoint found by rescans (default: none)",
+        "for every EventHeader tracepoint found by rescans and the metric exporters' "
+        "otlp_metrics tracepoint (OTLP metrics), held from the start; 'otlp_metrics' "
+        "takes that tracepoint alone (default: none)",
     )
     exporters = ", ".join(_exporters()) or "none"
     for sub in (rec, dec):

@@ -1,8 +1,8 @@
 # Copyright The OpenTelemetry Authors
 # SPDX-License-Identifier: Apache-2.0
 
-"""``otel-userevents status``: our tracepoints by prefix, and EventHeader ones by provider,
-each with its layout, schema version and listeners."""
+"""``otel-userevents status``: our tracepoints by prefix, EventHeader ones by provider, and
+the metric exporters' ``otlp_metrics``, each with its layout, schema version and listeners."""
 
 from __future__ import annotations
 
@@ -23,6 +23,10 @@ from opentelemetry_exporter_userevents.reader.decode.eventheader_records import 
     EVENTHEADER_KIND,
     eventheader_unpacker,
     provider_of,
+)
+from opentelemetry_exporter_userevents.reader.decode.otlp_metrics import (
+    OTLP_METRICS_KIND,
+    otlp_metrics_unpacker,
 )
 from opentelemetry_exporter_userevents.reader.hist.collector import HIST_INSTANCE_PREFIX
 from opentelemetry_exporter_userevents.reader.live.trace_reader import (
@@ -65,6 +69,8 @@ def status(args: argparse.Namespace, out: TextIO) -> int:
         parsed = parse_tracepoint(name)
         if kind == EVENTHEADER_KIND:
             group = f"EventHeader provider {provider_of(name)}"
+        elif kind == OTLP_METRICS_KIND:
+            group = "OTLP metrics (otlp_metrics)"
         else:
             group = f"prefix {parsed.prefix if parsed else '?'}"
         by_prefix.setdefault(group, []).append((system, name, kind))
@@ -140,6 +146,8 @@ def _describe(tracefs: Tracefs, system: str, name: str, decoder: RecordDecoder) 
         return f"{layout}, gone"
     if eventheader_unpacker(fmt) is not None:
         return f"{layout}, EventHeader (the Rust, C++ and .NET exporters'), id {fmt.id}"
+    if otlp_metrics_unpacker(fmt) is not None:
+        return f"{layout}, OTLP protobuf (the Rust and .NET metric exporters'), id {fmt.id}"
     known = decoder.kind_of(name)
     version = format_version(fmt)
     if known is None:

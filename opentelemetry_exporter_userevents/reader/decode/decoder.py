@@ -7,7 +7,9 @@ The decoder knows our tracepoints by event id, each with the ``format`` file it 
 enabled with, and decodes every record of a page by that format (offsets and sizes, see
 :class:`~..record.unpack.RecordUnpacker`). EventHeader tracepoints (the Rust, C++ and .NET
 exporters') are a second record format: their records keep their event's bytes, for the
-validation boundary to decode (:mod:`.eventheader_records`). It reads no files:
+validation boundary to decode (:mod:`.eventheader_records`), and so are the metric
+exporters' ``otlp_metrics`` records, whose OTLP buffer is kept whole (:mod:`.otlp_metrics`).
+It reads no files:
 :class:`.TraceReader` feeds it live pages, and tests and benchmarks feed it captured ones.
 """
 
@@ -25,6 +27,10 @@ from opentelemetry_exporter_userevents.reader.decode.eventheader_records import 
     Providers,
     eventheader_unpacker,
 )
+from opentelemetry_exporter_userevents.reader.decode.otlp_metrics import (
+    OTLP_METRICS_KIND,
+    otlp_metrics_unpacker,
+)
 from opentelemetry_exporter_userevents.record.schema import Schema
 from opentelemetry_exporter_userevents.record.tracepoints import ANY_PREFIX, parse_tracepoint
 from opentelemetry_exporter_userevents.record.unpack import RecordUnpacker
@@ -36,7 +42,7 @@ class TraceRecord(NamedTuple):
     timestamp: int
     """Trace-clock time of the write (ns, ``local`` clock: not the span's own times)."""
     kind: str
-    """``span``, ``log``, ``resource``, a metric kind, or ``eventheader``."""
+    """``span``, ``log``, ``resource``, a metric kind, ``eventheader`` or ``otlp_metrics``."""
     tracepoint: str
     pid: int
     values: dict[str, Any]
@@ -100,7 +106,10 @@ class RecordDecoder:
         return parsed.kind, parsed.schema
 
     def takes_eventheader(self, fmt: EventFormat) -> bool:
-        """Whether ``fmt`` is an EventHeader tracepoint of a provider this decoder reads."""
+        """Whether ``fmt`` is an EventHeader tracepoint of a provider this decoder reads, or
+        the ``otlp_metrics`` tracepoint and this decoder reads it (``--provider``)."""
+        if self.providers.metrics and otlp_metrics_unpacker(fmt) is not None:
+            return True
         return self.providers.takes(fmt.name) and eventheader_unpacker(fmt) is not None
 
     def add(self, fmt: EventFormat) -> str:
@@ -110,6 +119,10 @@ class RecordDecoder:
         a worker takes what its main process sends)."""
         known = self.kind_of(fmt.name)
         if known is None:
+            metrics = otlp_metrics_unpacker(fmt)
+            if metrics is not None:
+                self._by_id[fmt.id] = _Tracepoint(fmt.name, OTLP_METRICS_KIND, metrics)
+                return OTLP_METRICS_KIND
             eventheader = eventheader_unpacker(fmt)
             if eventheader is not None:
                 self._by_id[fmt.id] = _Tracepoint(fmt.name, EVENTHEADER_KIND, eventheader)
@@ -122,8 +135,12 @@ class RecordDecoder:
     def skip_other_prefix(self, fmt: EventFormat) -> bool:
         """If ``fmt`` is one of our tracepoints with a prefix this decoder does not read, or
         an EventHeader one of a provider it does not read, count its records as
-        :attr:`DecoderStats.other_prefixes` (not undecodable)."""
-        if eventheader_unpacker(fmt) is not None:
+        :attr:`DecoderStats.other_prefixes` (not undecodable); the ``otlp_metrics``
+        tracepoint likewise when it is not read."""
+        if otlp_metrics_unpacker(fmt) is not None:
+            if self.providers.metrics:
+                return False
+        elif eventheader_unpacker(fmt) is not None:
             if self.providers.takes(fmt.name):
                 return False
         elif self.kind_of(fmt.name) is not None or parse_tracepoint(fmt.name) is None:

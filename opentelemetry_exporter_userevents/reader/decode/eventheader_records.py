@@ -24,6 +24,7 @@ from opentelemetry_exporter_userevents.reader.decode.eventheader_name import (
     parse_tracepoint_name,
 )
 from opentelemetry_exporter_userevents.reader.decode.eventheader_types import EventHeaderError
+from opentelemetry_exporter_userevents.reader.decode.otlp_metrics import OTLP_METRICS
 
 EVENTHEADER_KIND = "eventheader"
 """The kind of a decoded EventHeader record (:attr:`.TraceRecord.kind`); mapped at the
@@ -75,17 +76,20 @@ def register_command(name: str) -> str:
 
 class Providers:
     """The EventHeader providers a reader takes: named ones, ``*`` for all, none by
-    default (``record`` without ``--provider``)."""
+    default (``record`` without ``--provider``). ``otlp_metrics`` names the metric
+    exporters' tracepoint of that name (:mod:`.otlp_metrics`), which ``*`` takes too."""
 
     def __init__(self, providers: Iterable[str] = ()) -> None:
         self.names = tuple(dict.fromkeys(providers))
         self.every = ANY_PROVIDER in self.names
-        self._named = frozenset(self.names) - {ANY_PROVIDER}
+        self.metrics = self.every or OTLP_METRICS in self.names
+        """Whether the ``otlp_metrics`` tracepoint is taken (and held from the start)."""
+        self._named = frozenset(self.names) - {ANY_PROVIDER, OTLP_METRICS}
 
     @property
     def named(self) -> list[str]:
-        """The providers given by name (held from the start)."""
-        return [name for name in self.names if name != ANY_PROVIDER]
+        """The EventHeader providers given by name (held from the start)."""
+        return [name for name in self.names if name in self._named]
 
     def takes(self, name: str) -> bool:
         """Whether tracepoint ``name`` is an EventHeader one of a provider taken."""

@@ -16,7 +16,9 @@ Each record carries a ``resource_id``; the resource itself arrives on its own tr
 (see docs/schema.md), and is learnt only if the id is the hash of its texts, so no process
 can replace a resource another announced. An EventHeader record (the Rust, C++ and .NET
 exporters') has no resource record: the resource its writer names comes beside it, with an
-id of its own domain (:mod:`.eventheader_check`), and is learnt first. Records whose
+id of its own domain (:mod:`.eventheader_check`), and is learnt first; so is the resource
+of an ``otlp_metrics`` record, whose request becomes several points (:mod:`.otlp_metrics_check`:
+a point dropped alone is counted as an invalid record). Records whose
 resource is not known yet wait for it, up to ``resource_wait`` seconds, and are then
 released with an empty resource (counted). Resources and scopes come back as the SDK
 stores them (attribute sequences as tuples), one Resource and one InstrumentationScope
@@ -60,6 +62,8 @@ from opentelemetry_exporter_userevents.reader.decode.eventheader_records import 
     provider_of,
 )
 from opentelemetry_exporter_userevents.reader.decode.joinable import EncodedRecord, RejectedRecord
+from opentelemetry_exporter_userevents.reader.decode.otlp_metrics import OTLP_METRICS_KIND
+from opentelemetry_exporter_userevents.reader.decode.otlp_metrics_check import OtlpMetricsChecker
 from opentelemetry_exporter_userevents.reader.decode.validation import InvalidRecord, RecordChecker
 from opentelemetry_exporter_userevents.reader.join.joined_record import (
     JoinedRecord as JoinedRecord,  # noqa: PLC0414 - outputs and tests import it from here too
@@ -163,6 +167,8 @@ class Rebuilder:
         self.checker = RecordChecker()
         self.eventheader = EventHeaderChecker()
         """EventHeader records' boundary: decoded, mapped, with the resource beside each."""
+        self.otlp_metrics = OtlpMetricsChecker()
+        """``otlp_metrics`` records' boundary: their requests' points and resources."""
         self._resources: dict[int, Resource] = {}
         self._scopes: dict[str, InstrumentationScope | None] = {}
         self._pending: dict[int, list[tuple[float, Joinable, ProcessView | None]]] = {}
@@ -176,7 +182,6 @@ class Rebuilder:
         ready: list[Telemetry] = []
         now = time.monotonic()
         views = self.process_views
-        view: ProcessView | None = None
         check = self.checker.check
         for record in records:
             checked: Joinable | CheckedResource
@@ -184,6 +189,9 @@ class Rebuilder:
                 if views is not None and record.kind == RESOURCE_KIND:
                     views.refresh(record.pid)
                 try:
+                    if record.kind == OTLP_METRICS_KIND:
+                        self._requested(record, now, ready)
+                        continue
                     if record.kind == EVENTHEADER_KIND:
                         timestamp, _, tracepoint, pid, values = record
                         checked, inline = self.eventheader.check(values, timestamp, pid, tracepoint)
@@ -203,16 +211,7 @@ class Rebuilder:
             if isinstance(checked, CheckedResource):
                 self._arrived(checked, ready)
                 continue
-            if views is not None:
-                view = views.view(checked.pid, now)
-            rid = checked.resource_id
-            resource = self._resources.get(rid)
-            if resource is None:
-                self._wait(checked, now, ready, view)
-            elif view is None:
-                self._rebuild(checked, ready, resource)
-            else:
-                self._rebuild(checked, ready, self._join(rid, resource, view))
+            self._take(checked, now, ready)
         # Ids wait in the order their first record came: the first that is not due ends it.
         while self._pending:
             rid, oldest = next(iter(self._pending.items()))
@@ -220,6 +219,31 @@ class Rebuilder:
                 break
             self._release(rid, ready)
         return ready
+
+    def _take(self, checked: Joinable, now: float, ready: list[Telemetry]) -> None:
+        """Rebuild a checked record with its resource, or keep it waiting for it."""
+        views = self.process_views
+        view = views.view(checked.pid, now) if views is not None else None
+        rid = checked.resource_id
+        resource = self._resources.get(rid)
+        if resource is None:
+            self._wait(checked, now, ready, view)
+        elif view is None:
+            self._rebuild(checked, ready, resource)
+        else:
+            self._rebuild(checked, ready, self._join(rid, resource, view))
+
+    def _requested(self, record: TraceRecord, now: float, ready: list[Telemetry]) -> None:
+        """The points of an ``otlp_metrics`` record, after their resources; each point
+        dropped alone counted. Raises :class:`.InvalidRecord` for a record dropped whole."""
+        timestamp, _, tracepoint, pid, values = record
+        request = self.otlp_metrics.check(values, timestamp, pid, tracepoint)
+        for resource in request.resources:
+            self._arrived(resource, ready)
+        for reason in request.dropped:
+            self.stats.count_invalid(reason, pid)
+        for point in request.points:
+            self._take(point, now, ready)
 
     def _arrived(self, checked: CheckedResource, ready: list[Telemetry]) -> None:
         """Learn a resource, and rebuild the records that waited for it."""

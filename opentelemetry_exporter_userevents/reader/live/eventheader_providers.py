@@ -22,6 +22,10 @@ from opentelemetry_exporter_userevents.reader.decode.eventheader_records import 
     Providers,
     provider_of,
 )
+from opentelemetry_exporter_userevents.reader.decode.otlp_metrics import (
+    OTLP_METRICS,
+    OTLP_METRICS_KIND,
+)
 
 MAX_FOUND_LATER = 1024
 """Providers first found after the start that are remembered (the rest are counted)."""
@@ -31,10 +35,14 @@ def eventheader_tracepoints(
     names: Iterable[str], providers: Providers
 ) -> list[tuple[str, str, str]]:
     """(system, name, kind) of the ``user_events`` tracepoints ``names`` that belong to a
-    provider read (their format is checked when they are enabled)."""
+    provider read, and ``otlp_metrics`` if it is read (their format is checked when they
+    are enabled)."""
     if not providers:
         return []
-    return [(USER_EVENTS_SYSTEM, name, EVENTHEADER_KIND) for name in names if providers.takes(name)]
+    found = [(USER_EVENTS_SYSTEM, n, EVENTHEADER_KIND) for n in names if providers.takes(n)]
+    if providers.metrics and OTLP_METRICS in names:
+        found.append((USER_EVENTS_SYSTEM, OTLP_METRICS, OTLP_METRICS_KIND))
+    return found
 
 
 @dataclass

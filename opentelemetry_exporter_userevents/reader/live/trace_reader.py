@@ -15,7 +15,8 @@ left by a killed reader is removed at the next start of a reader in the same pid
 
 With ``providers`` it also reads EventHeader tracepoints (the Rust, C++ and .NET exporters'
 records: :mod:`.eventheader_providers`), holding a named provider's usual ones from the
-start. Under ``*`` a thread of its own answers announcements and runs the rescans
+start, and the metric exporters' ``otlp_metrics`` (held from the start too). Under ``*``
+a thread of its own answers announcements and runs the rescans
 (:mod:`.announcement_thread`), so a new service is listened to whatever the caller's loop
 is doing. Rescans then no longer wait for a read: a record of a deleted tracepoint still in
 the buffer when the kernel gives its event id to a new one is decoded with the new format
@@ -202,6 +203,8 @@ class TraceReader(InstanceOwner):
                 self.holder = TracepointHolder(self.tracefs)
                 self.holder.hold(p for p in self.prefixes if p != ANY_PREFIX)
                 self.holder.hold_providers(self.decoder.providers.named)
+                if self.decoder.providers.metrics:
+                    self.holder.hold_otlp_metrics()
                 if ANY_PREFIX in self.prefixes:
                     self._listen_to_announcements(self.holder)
             self.pipes.open()

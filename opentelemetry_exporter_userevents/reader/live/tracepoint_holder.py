@@ -29,6 +29,7 @@ from opentelemetry_exporter_userevents.reader.decode.eventheader_records import 
     held_names,
     register_command,
 )
+from opentelemetry_exporter_userevents.reader.decode.otlp_metrics import COMMAND as OTLP_METRICS
 from opentelemetry_exporter_userevents.record.tracepoints import (
     announce_commands,
     commands,
@@ -74,6 +75,17 @@ class TracepointHolder:
                     self.held += 1
                 except UserEventsError as error:
                     self.errors[error.command] = str(error)
+
+    def hold_otlp_metrics(self) -> None:
+        """Register the metric exporters' ``otlp_metrics`` tracepoint with their fields
+        (single-format, so a writer's registration shares the reader's)."""
+        if not self._data.available:
+            return
+        try:
+            self._data.register(OTLP_METRICS, 0)
+            self.held += 1
+        except UserEventsError as error:
+            self.errors[error.command] = str(error)
 
     def hold_announcements(self) -> None:
         """Register the announcement tracepoint (:mod:`.announcements`), both layouts."""
