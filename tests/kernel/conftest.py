@@ -4,10 +4,14 @@
 """Kernel tests: no process a test started (reader, app, trace-cmd, perf) outlives it, and
 no file system a tool mounted either."""
 
+import os
+import subprocess
 from collections.abc import Iterator
 
 import pytest
 
+from testbed.pytest_plugin import GUEST_ENV
+from tests.support import linuxtracepoints
 from tests.support.kernel_support import mount_points, unmount
 from tests.support.reader_process import reap_processes  # noqa: F401 (an autouse fixture)
 
@@ -26,3 +30,15 @@ def no_mount_outlives_its_test() -> Iterator[None]:
             unmount(point)
         except OSError:
             pass  # went with its parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The C++ test writers are compiled on the host, before a guest (which sees the
+    host's files read-only) runs the tests that start them."""
+    if os.environ.get(GUEST_ENV) == "1":
+        return
+    if any(item.path.name == "test_peer_writers.py" for item in items):
+        try:
+            linuxtracepoints.compile_writers()
+        except (OSError, RuntimeError, subprocess.SubprocessError):
+            pass  # the tests that start a writer fail with the reason

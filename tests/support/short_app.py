@@ -5,17 +5,19 @@
 spans and 7 logs at once, and exits. It prints, as one JSON line, the OTLP/JSON of what its
 SDK handed to the exporters, so a test can compare it with what a reader rebuilt.
 
-``python -m tests.support.short_app PREFIX SERVICE [--wait-listened [--settle S]]``: with
-``--wait-listened`` it first waits (up to 60 s) until something listens to its span
+``python -m tests.support.short_app PREFIX SERVICE [--wait-listened [--settle S]] [--go FILE]``:
+with ``--wait-listened`` it first waits (up to 60 s) until something listens to its span
 tracepoint, as a long-running service would be found by a reader's rescan; ``--settle``
 then waits S seconds more (perf opens its events, which sets the enable bit, before it
-enables them: records written in between are not recorded).
+enables them: records written in between are not recorded); ``--go`` then waits (up to
+180 s) until FILE exists (a test starts its tools, then says go).
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 import time
 
@@ -51,6 +53,7 @@ def main(
     wait_listened: bool,
     settle: float = 0.0,
     more_resource: dict[str, object] | None = None,
+    go: str | None = None,
 ) -> dict[str, object]:
     """``more_resource``: more resource attributes (a process detector's ``process.pid``)."""
     resource = Resource(
@@ -72,6 +75,10 @@ def main(
         ):
             time.sleep(0.05)
         time.sleep(settle)
+    if go is not None:
+        deadline = time.monotonic() + 180
+        while not os.path.exists(go) and time.monotonic() < deadline:
+            time.sleep(0.05)
     tracer = tracer_provider.get_tracer(f"{service}.job", "1.0")
     logger = logger_provider.get_logger(f"{service}.job")
     with tracer.start_as_current_span("job", attributes={"job.items": 5}):
@@ -91,5 +98,6 @@ def main(
 if __name__ == "__main__":
     flags = sys.argv[3:]
     settle = float(flags[flags.index("--settle") + 1]) if "--settle" in flags else 0.0
-    result = main(sys.argv[1], sys.argv[2], "--wait-listened" in flags, settle)
+    go = flags[flags.index("--go") + 1] if "--go" in flags else None
+    result = main(sys.argv[1], sys.argv[2], "--wait-listened" in flags, settle, go=go)
     sys.stdout.write(json.dumps(result) + "\n")
