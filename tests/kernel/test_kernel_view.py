@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 
 from opentelemetry_exporter_userevents.reader.views.kernel_timeline import MAX_THREADS
+from tests.kernel.test_reader_workers import _workers
 from tests.support import reader_process as proc
 from tests.support.otlp import flatten
 
@@ -130,14 +131,52 @@ def _check_against_the_kernels_accounting(name: str, span: dict[str, Any], want:
     assert window_asleep - 2 * slack <= asleep <= window_asleep + gap + 2 * slack, where
 
 
+NAMES = ("spin", "sleep", "lock", "reads", "thread a", "thread b")
+"""The work app's measured spans."""
+BURST_SPANS = 2000
+"""Spans a burst writes while the reader is stopped: far more than the 64 pages of a read
+that starts the workers."""
+
+
 def test_each_span_shows_what_the_kernel_did_for_its_thread(tmp_path, syscall_counter):
     reader, output = proc.reader(tmp_path, "--prefix", "*", "--kernel", "sched,syscalls")
     measured = _work_app(str(READS))
-    names = ("spin", "sleep", "lock", "reads", "thread a", "thread b")
-    assert proc.wait_until(lambda: _span_count(output) >= len(names) + 1, 60)
+    assert proc.wait_until(lambda: _span_count(output) >= len(NAMES) + 1, 60)
+    _check_the_work_apps_spans(output, measured, proc.stop(reader), syscall_counter)
+
+
+def test_with_workers_each_span_shows_the_same(tmp_path, syscall_counter):
+    """``--workers 2``: a burst (written while the reader is stopped) makes a busy read,
+    which starts the workers; the work app's spans, decoded by them, carry the live test's
+    figures."""
+    reader, output = proc.reader(tmp_path, "--prefix", "kvburst", "--prefix", "*",
+                                 "--kernel", "sched,syscalls", "--workers", "2")  # fmt: skip
+    os.kill(reader.pid, signal.SIGSTOP)
+    try:
+        burst = subprocess.run(
+            [sys.executable, "-m", "tests.support.burst_writer", "kvburst", str(BURST_SPANS),
+             "0"],
+            capture_output=True, text=True, cwd=proc.ROOT, timeout=600,
+        )  # fmt: skip
+    finally:
+        os.kill(reader.pid, signal.SIGCONT)
+    assert burst.returncode == 0, burst.stderr
+    assert proc.wait_until(lambda: _workers(reader.pid) == 2, 300), proc.stop(reader)
+    measured = _work_app(str(READS))
+    done = _slowly(lambda: set(NAMES) <= set(_measured_spans(output, measured)), 300)
     err = proc.stop(reader)
+    assert done, err
+    assert "decoding worker" not in err, err
+    _check_the_work_apps_spans(output, measured, err, syscall_counter)
+
+
+def _check_the_work_apps_spans(
+    output: Path, measured: dict[str, Any], err: str, syscall_counter: Path
+) -> None:
+    """The work app's spans against the kernel's own accounting; ``err``: the reader's."""
     assert "16 of 16 clock checks within" in err, err
     assert "refused" not in err, err  # no thread.id (a runtime's id) read as an OS thread
+    names = NAMES
 
     clocksource = Path("/sys/devices/system/clocksource/clocksource0/current_clocksource")
     why = subprocess.run(["dmesg"], capture_output=True, text=True).stdout.splitlines()
