@@ -35,8 +35,10 @@ from tests.reader.capture.test_capture import (
     _records,
     _resource_payload,
 )
+from tests.reader.capture.test_capture_eventheader import EH_FORMATS, RUST_ID
 from tests.reader.test_workers import _FakeReader, _items, _spread
 from tests.reader.views.test_kernel_view import _Formats, _record
+from tests.support.eventheader_captures import eventheader_record, rust_span
 from tests.support.pages import record
 from tests.support.span_fixtures import RESOURCE, make_logs
 
@@ -164,14 +166,18 @@ def test_record_kernel_with_workers_writes_what_it_writes_in_process(monkeypatch
 
 
 def test_a_worker_for_the_kernel_view_sends_spans_checked_and_logs_encoded():
+    """Spans checked, logs encoded; an EventHeader record whole (the join learns the
+    resource named beside it, then the kernel view adds to its span), resources whole."""
     _, _, raws = _records()
+    raws.append(eventheader_record(RUST_ID, "Span", rust_span()))
     pages = [raw for _cpu, raw in _spread(raws, 1, 1, [0])]
-    decoder = RecordDecoder(["*"])
-    worker_loop.add_formats(decoder, [text for _system, text in FORMATS])
+    decoder = RecordDecoder(["*"], PageLayout(), ["*"])
+    worker_loop.add_formats(decoder, [text for _system, text in FORMATS + EH_FORMATS])
     kinds = {}
     for encode_spans in (True, False):
         records, _ = worker_loop.decode_chunk(decoder, RecordChecker(), pages, None, encode_spans)
         kinds[encode_spans] = Counter(type(r).__name__ for r in records)
-    assert kinds[False]["CheckedSpan"] == kinds[True]["EncodedRecord"] - len(make_logs()) > 0
-    assert kinds[False]["EncodedRecord"] == len(make_logs())
-    assert kinds[False]["TraceRecord"] == kinds[True]["TraceRecord"]  # resources, whole
+    logs = len(make_logs())
+    assert kinds[False]["CheckedSpan"] == kinds[True]["EncodedRecord"] - logs - 1 > 0
+    assert kinds[False]["EncodedRecord"] == logs
+    assert kinds[False]["TraceRecord"] == kinds[True]["TraceRecord"] + 1  # and the resource
