@@ -11,7 +11,9 @@ the checks (its item, and what the join reads; for an EventHeader record, the re
 writer named beside it, one object per resource in a chunk: pickled once), a
 :class:`.RejectedRecord` for one that did not (the reason), and resources and metric
 points whole, as :class:`.TraceRecord` (the main process checks them: they are few, and
-the join needs them whole).
+the join needs them whole). With ``encode_spans`` off (``record --kernel``: the kernel view
+adds to a span in the main process, where the kernel's events are), a span comes back
+checked, as a :class:`.CheckedSpan`, and an EventHeader record whole; logs are encoded.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from opentelemetry_exporter_userevents.reader.outputs.grouping import Unrepresen
 from opentelemetry_exporter_userevents.reader.outputs.otlp_json_direct import log_item, span_item
 from opentelemetry_exporter_userevents.record.tracepoints import LOG_KIND, SPAN_KIND
 
-Decoded = TraceRecord | EncodedRecord | RejectedRecord
+Decoded = TraceRecord | EncodedRecord | RejectedRecord | CheckedSpan
 """A record as a worker sends it back (what :meth:`.Rebuilder.add` takes)."""
 Stats = tuple[int, int, int, int, int, int]
 """A chunk's :class:`.DecoderStats`: records, pages, corrupt pages, undecodable records,
@@ -55,6 +57,7 @@ def check_and_encode(
     records: Iterable[TraceRecord],
     checker: RecordChecker,
     eventheader: EventHeaderChecker | None = None,
+    encode_spans: bool = True,
 ) -> list[Decoded]:
     """What a worker sends back for decoded records (see :data:`Decoded`)."""
     out: list[Decoded] = []
@@ -67,9 +70,12 @@ def check_and_encode(
         try:
             if kind == SPAN_KIND:
                 checked = checker.span(values, timestamp, pid, tracepoint)
+                if not encode_spans:
+                    out.append(checked)
+                    continue
             elif kind == LOG_KIND:
                 checked = checker.log(values, timestamp, pid, tracepoint)
-            elif kind == EVENTHEADER_KIND:
+            elif kind == EVENTHEADER_KIND and encode_spans:
                 if eventheader is None:
                     eventheader = EventHeaderChecker()
                 checked, resource = eventheader.check(values, timestamp, pid, tracepoint)
@@ -108,6 +114,7 @@ def decode_chunk(
     checker: RecordChecker,
     pages: Iterable[bytes],
     eventheader: EventHeaderChecker | None = None,
+    encode_spans: bool = True,
 ) -> tuple[list[Decoded], Stats]:
     """A chunk of pages, decoded, checked and encoded; and what the decoder counted."""
     decoder.stats = stats = DecoderStats()
@@ -116,7 +123,7 @@ def decode_chunk(
         decoder.decode_page(page, records)
     counts = (stats.records, stats.pages, stats.corrupt_pages, stats.undecodable,
               stats.pages_with_missed_events, stats.other_prefixes)  # fmt: skip
-    return check_and_encode(records, checker, eventheader), counts
+    return check_and_encode(records, checker, eventheader, encode_spans), counts
 
 
 def add_formats(decoder: RecordDecoder, texts: Iterable[str]) -> None:
@@ -135,6 +142,7 @@ def serve(
     prefixes: Sequence[str],
     layout: PageLayout,
     providers: Sequence[str] = (),
+    encode_spans: bool = True,
 ) -> None:
     """A worker: formats and chunks of pages in, decoded chunks out, until its pipe closes.
     Results go out through a thread, so the worker keeps taking chunks while the main
@@ -166,7 +174,8 @@ def serve(
                 add_formats(decoder, task[1])
                 continue
             _, ticket, pages = task
-            outgoing.put((ticket, *decode_chunk(decoder, checker, pages, eventheader)))
+            decoded = decode_chunk(decoder, checker, pages, eventheader, encode_spans)
+            outgoing.put((ticket, *decoded))
     except BaseException:  # noqa: BLE001 - a bug: the main process reports it
         outgoing.put(("error", traceback.format_exc(limit=8)))
     outgoing.put(None)

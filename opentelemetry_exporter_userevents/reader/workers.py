@@ -19,7 +19,8 @@ one; so every count and every record's resource and scope are the same as with o
 process, by construction, and only the batching of lines may differ
 (``tests/reader/test_workers.py`` proves both, over random and hostile pages). Tree view and
 ``--exporter`` need SDK objects, built from whole checked records: they run in-process
-(``--workers`` does not apply to them).
+(``--workers`` does not apply to them). ``record --kernel`` has its spans sent back checked,
+not encoded: the kernel view adds to them in the main process, where the kernel's events are.
 
 Nothing taken is lost. Workers are started with ``spawn`` (a fresh interpreter: no tracefs
 descriptor, no output file, nothing of the main process but two pipes) and never stop on
@@ -100,9 +101,11 @@ class WorkerPool:
         prefixes: Sequence[str],
         layout: PageLayout,
         providers: Sequence[str] = (),
+        encode_spans: bool = True,
     ) -> None:
         """``providers``: the EventHeader providers the decoders read, as the main
-        process's (:class:`.RecordDecoder`)."""
+        process's (:class:`.RecordDecoder`); ``encode_spans`` off: spans come back checked,
+        not encoded (:func:`.worker_loop.check_and_encode`, for ``record --kernel``)."""
         context = multiprocessing.get_context("spawn")
         self.stats = DecoderStats()
         """What the workers (and the main process, for a dead worker) decoded, added up."""
@@ -115,6 +118,7 @@ class WorkerPool:
         self._prefixes = tuple(prefixes)
         self._providers = tuple(providers)
         self._layout = layout
+        self._encode_spans = encode_spans
         self._tasks: list[Connection] = []
         self._feeds: list[queue.SimpleQueue[Any]] = []
         """What each worker's feeder thread sends it: at most :data:`WINDOW` chunks, and
@@ -143,7 +147,14 @@ class WorkerPool:
                 result_read, result_write = context.Pipe(duplex=False)
                 process = context.Process(
                     target=main,
-                    args=(task_read, result_write, self._prefixes, layout, self._providers),
+                    args=(
+                        task_read,
+                        result_write,
+                        self._prefixes,
+                        layout,
+                        self._providers,
+                        encode_spans,
+                    ),
                     name=f"otel-userevents worker {number}",
                     daemon=True,
                 )
@@ -300,8 +311,9 @@ class WorkerPool:
                 add_formats(decoder, self._formats[:known])
                 self._local = (known, decoder)
             records, stats = decode_chunk(
-                self._local[1], self._checker, chunk, self._eventheader_checker
-            )
+                self._local[1], self._checker, chunk, self._eventheader_checker,
+                self._encode_spans,
+            )  # fmt: skip
         except Exception:  # noqa: BLE001 - what killed a worker may fail here too: counted
             self._done[ticket] = []
             self.lost_pages += len(chunk)

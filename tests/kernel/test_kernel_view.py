@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 
 from opentelemetry_exporter_userevents.reader.views.kernel_timeline import MAX_THREADS
+from tests.kernel.test_reader_workers import _workers
 from tests.support import reader_process as proc
 from tests.support.otlp import flatten
 
@@ -110,7 +111,8 @@ def _check_against_the_kernels_accounting(name: str, span: dict[str, Any], want:
     gap = want["gap_ns"]
     where = f"{name}: {json.dumps(got)} against {json.dumps(want)}"
     assert got["linux.kernel.view"] == "whole", where
-    assert got["thread.id"] == want["tid"], where
+    assert got["linux.thread.id"] == want["tid"], where  # the OS thread that ran the span
+    assert got["thread.id"] == want["ident"], where  # the app's own, as the conventions say
     duration = int(span["endTimeUnixNano"]) - int(span["startTimeUnixNano"])
     slack = SLACK_NS + duration // SLACK_SHARE
     assert got["linux.sched.on_cpu_ns"] + got["linux.sched.off_cpu_ns"] == duration, where
@@ -129,13 +131,52 @@ def _check_against_the_kernels_accounting(name: str, span: dict[str, Any], want:
     assert window_asleep - 2 * slack <= asleep <= window_asleep + gap + 2 * slack, where
 
 
+NAMES = ("spin", "sleep", "lock", "reads", "thread a", "thread b")
+"""The work app's measured spans."""
+BURST_SPANS = 2000
+"""Spans a burst writes while the reader is stopped: far more than the 64 pages of a read
+that starts the workers."""
+
+
 def test_each_span_shows_what_the_kernel_did_for_its_thread(tmp_path, syscall_counter):
     reader, output = proc.reader(tmp_path, "--prefix", "*", "--kernel", "sched,syscalls")
     measured = _work_app(str(READS))
-    names = ("spin", "sleep", "lock", "reads", "thread a", "thread b")
-    assert proc.wait_until(lambda: _span_count(output) >= len(names) + 1, 60)
+    assert proc.wait_until(lambda: _span_count(output) >= len(NAMES) + 1, 60)
+    _check_the_work_apps_spans(output, measured, proc.stop(reader), syscall_counter)
+
+
+def test_with_workers_each_span_shows_the_same(tmp_path, syscall_counter):
+    """``--workers 2``: a burst (written while the reader is stopped) makes a busy read,
+    which starts the workers; the work app's spans, decoded by them, carry the live test's
+    figures."""
+    reader, output = proc.reader(tmp_path, "--prefix", "kvburst", "--prefix", "*",
+                                 "--kernel", "sched,syscalls", "--workers", "2")  # fmt: skip
+    os.kill(reader.pid, signal.SIGSTOP)
+    try:
+        burst = subprocess.run(
+            [sys.executable, "-m", "tests.support.burst_writer", "kvburst", str(BURST_SPANS),
+             "0"],
+            capture_output=True, text=True, cwd=proc.ROOT, timeout=600,
+        )  # fmt: skip
+    finally:
+        os.kill(reader.pid, signal.SIGCONT)
+    assert burst.returncode == 0, burst.stderr
+    assert proc.wait_until(lambda: _workers(reader.pid) == 2, 300), proc.stop(reader)
+    measured = _work_app(str(READS))
+    done = _slowly(lambda: set(NAMES) <= set(_measured_spans(output, measured)), 300)
     err = proc.stop(reader)
+    assert done, err
+    assert "decoding worker" not in err, err
+    _check_the_work_apps_spans(output, measured, err, syscall_counter)
+
+
+def _check_the_work_apps_spans(
+    output: Path, measured: dict[str, Any], err: str, syscall_counter: Path
+) -> None:
+    """The work app's spans against the kernel's own accounting; ``err``: the reader's."""
     assert "16 of 16 clock checks within" in err, err
+    assert "refused" not in err, err  # no thread.id (a runtime's id) read as an OS thread
+    names = NAMES
 
     clocksource = Path("/sys/devices/system/clocksource/clocksource0/current_clocksource")
     why = subprocess.run(["dmesg"], capture_output=True, text=True).stdout.splitlines()
@@ -300,7 +341,7 @@ def test_a_hostile_neighbour_and_a_thread_churner_leave_an_apps_spans_whole_and_
 
 
 def test_a_span_naming_another_process_thread_gets_its_own_writers_figures(tmp_path):
-    """A thief names a spinning victim's thread as its span's ``thread.id`` and sleeps:
+    """A thief names a spinning victim's thread as its span's ``linux.thread.id`` and sleeps:
     its span says its own thread slept, not that the victim ran."""
     reader, output = proc.reader(tmp_path, "--prefix", "*", "--kernel", "sched,syscalls")
     victim = _neighbour("spin", "60")
@@ -323,13 +364,13 @@ def test_a_span_naming_another_process_thread_gets_its_own_writers_figures(tmp_p
     got = _attributes(span["attributes"])
     duration = int(span["endTimeUnixNano"]) - int(span["startTimeUnixNano"])
     where = f"{json.dumps(got)}, victim {victim_tid}, thief {stolen['tid']}; reader: {err}"
-    assert got["thread.id"] == victim_tid, where  # the attribute it set, kept as set
+    assert got["linux.thread.id"] == victim_tid, where  # the attribute it set, kept as set
     assert got["linux.kernel.view"] == "whole", where
     slack = SLACK_NS + duration // SLACK_SHARE
     assert got["linux.sched.off_cpu_ns"] >= 200_000_000 - slack, where
     assert got["linux.sched.on_cpu_ns"] <= duration - 200_000_000 + slack, where
     assert got["linux.syscall.top.name"][0] == "clock_nanosleep", where  # the victim spins
-    assert "1 thread.id hints refused" in err, err
+    assert "1 spans naming a linux.thread.id not of their writer's process (refused)" in err, err
 
 
 def test_a_pid_reused_by_a_new_process_is_watched_as_that_process(tmp_path):

@@ -18,7 +18,7 @@ thousand kernel events a second there): at the guest's fastest churn (about 370 
 second, some 30 kernel events each) the kernel's buffer overflows, and every span that
 overlaps a loss is rightly partial.
 - ``steal PREFIX VICTIM_TID``: a span that sleeps 200 ms and names another process's
-  thread as its ``thread.id``.
+  thread as its ``linux.thread.id``.
 - ``spin PREFIX SECONDS``: a span, then on the CPU (the victim ``steal`` names): its tid.
 """
 
@@ -92,7 +92,7 @@ def churn(tracer: Tracer, per_second: float) -> dict[str, Any]:
 def steal(tracer: Tracer, victim: int) -> dict[str, Any]:
     with tracer.start_as_current_span("warm-up"):
         pass
-    with tracer.start_as_current_span("steal", attributes={"thread.id": victim}) as span:
+    with tracer.start_as_current_span("steal", attributes={"linux.thread.id": victim}) as span:
         time.sleep(0.2)
     return {"span_id": f"{span.get_span_context().span_id:016x}", "tid": threading.get_native_id()}
 

@@ -12,8 +12,10 @@ what the kernel view may count that the reads do not.
 measured), then spans ``spin``, ``sleep``,
 ``lock`` (waits for a lock another thread holds), ``reads`` (N ``pread`` calls), and
 ``thread a`` and ``thread b`` (each on a thread of its own, spinning at once); with
-``ONLY`` (``spin`` or ``sleep``), that span alone. Prints one JSON line: per span name, its
-ids, thread id and the measured deltas.
+``ONLY`` (``spin`` or ``sleep``), that span alone. Each measured span sets ``thread.id`` as
+the semantic conventions say (``threading.get_ident()``, the runtime's id, not the OS's).
+Prints one JSON line: per span name, its ids, OS thread id, ``thread.id`` and the measured
+deltas.
 """
 
 from __future__ import annotations
@@ -54,7 +56,8 @@ def _counters() -> tuple[int, int, int, int]:
 
 def measured(tracer: Tracer, name: str, work: Callable[[], None], out: dict[str, Any]) -> None:
     """Run ``work`` in a span, with the counters read inside it at both ends."""
-    with tracer.start_as_current_span(name) as span:
+    ident = threading.get_ident()
+    with tracer.start_as_current_span(name, attributes={"thread.id": ident}) as span:
         start = span.start_time  # type: ignore[attr-defined]
         before = _counters()
         first_read_done = time.time_ns()
@@ -66,6 +69,7 @@ def measured(tracer: Tracer, name: str, work: Callable[[], None], out: dict[str,
     out[name] = {
         "span_id": f"{context.span_id:016x}",
         "tid": threading.get_native_id(),
+        "ident": ident,
         "cpu_ns": after[0] - before[0],
         "run_delay_ns": after[1] - before[1],
         "voluntary": after[2] - before[2],

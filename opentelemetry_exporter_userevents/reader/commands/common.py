@@ -158,10 +158,11 @@ def provider_argument(text: str) -> str:
 
 
 def workers_of(args: argparse.Namespace) -> int:
-    """Decoding workers to use: ``--workers`` for OTLP/JSON lines; 1 (in-process) for the
-    tree view, ``--exporter`` and ``--kernel``, which need SDK objects or checked spans
-    built from whole checked records (:mod:`..workers`)."""
-    if args.exporter or args.format == "tree" or getattr(args, "kernel", None):
+    """Decoding workers to use: ``--workers`` for OTLP/JSON lines (with ``--kernel`` too:
+    spans come back checked, for the kernel view to add to); 1 (in-process) for the tree
+    view and ``--exporter``, which need SDK objects built from whole checked records
+    (:mod:`..workers`)."""
+    if args.exporter or args.format == "tree":
         return 1
     return max(1, int(args.workers))
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, TextIO
 
 from opentelemetry_exporter_userevents.reader.commands.common import (
@@ -230,6 +230,7 @@ class _Parallel:
                     reader.prefixes,
                     reader.decoder.layout,
                     reader.decoder.providers.names,
+                    encode_spans=self.kernel is None,
                 )
                 self.pool.add_formats(text for _system, text in reader.formats())
             return read > 0
@@ -252,7 +253,7 @@ class _Parallel:
         for ticket in self.in_flight:
             records += self.pool.result(ticket)
         self.in_flight = []
-        records.sort(key=_TIMESTAMP)
+        records.sort(key=_TIMESTAMP if self.kernel is None else _TIMESTAMP_FIELD)
         self._read_kernel(records)
         stats, pool_stats = self.reader.decoder.stats, self.pool.stats
         for name in ("records", "pages", "corrupt_pages", "undecodable",
@@ -282,6 +283,7 @@ class _Parallel:
 
 
 _TIMESTAMP = itemgetter(0)  # TraceRecord.timestamp, and a worker's record's
+_TIMESTAMP_FIELD = attrgetter("timestamp")  # and a CheckedSpan's (not its first field)
 
 
 def _summary(

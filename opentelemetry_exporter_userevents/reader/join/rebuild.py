@@ -104,7 +104,7 @@ when needed: nothing is lost)."""
 
 Joinable = CheckedSpan | CheckedLog | CheckedMetric | EncodedRecord
 """What the join takes (:mod:`.joinable`): a record checked here, or by a worker."""
-Incoming = TraceRecord | EncodedRecord | RejectedRecord
+Incoming = TraceRecord | EncodedRecord | RejectedRecord | CheckedSpan
 """What :meth:`Rebuilder.add` takes: decoded records (checked here), and a worker's."""
 
 
@@ -204,9 +204,9 @@ class Rebuilder:
             elif isinstance(record, RejectedRecord):
                 self.stats.count_invalid(record.reason, record.pid)
                 continue
-            else:
+            else:  # a worker's: encoded, or a span checked for the kernel view to add to
                 checked = record
-                if record.resource is not None:
+                if type(record) is EncodedRecord and record.resource is not None:
                     self._arrived(record.resource, ready)
             if isinstance(checked, CheckedResource):
                 self._arrived(checked, ready)

@@ -305,7 +305,8 @@ def metric_line(item: MetricPoint) -> str:
 
 
 def _is_kernel_key(key: str) -> bool:
-    return key.startswith("linux.") or key == "thread.id"
+    """The kernel view's names, shown on its own line (``thread.id`` is the app's own)."""
+    return key.startswith("linux.")
 
 
 def _int(attributes: Mapping[str, Any], key: str) -> int:

@@ -3,17 +3,20 @@
 
 """Each span with what the kernel did for its thread while it ran (``record --kernel``).
 
-The thread is the span's ``thread.id`` attribute when the app set it and it names a thread
-of the process that wrote the record (a span cannot borrow another process's figures), else
-the thread that wrote its record (``common_pid``): the exporters write a span when it ends,
-on the thread that ends it (a ``BatchSpanProcessor`` writes from its own thread: set
-``thread.id``). The interval is the span's own ``[start, end]``, whatever it claims: a span
-sums at most :data:`.MAX_SCAN` events, and the spans of one process and all spans share
-budgets per read and per second (:mod:`.kernel_budget`); what a budget leaves out is
-``unknown_ns`` of a ``partial`` span.
+The thread is the span's ``linux.thread.id`` attribute when the app set it and it names a
+thread of the process that wrote the record (a span cannot borrow another process's
+figures), else the thread that wrote its record (``common_pid``): the exporters write a span
+when it ends, on the thread that ends it (a ``BatchSpanProcessor`` writes from its own thread:
+set ``linux.thread.id``). ``thread.id`` is the app's (the semantic conventions' "managed"
+thread id, ``threading.get_ident()``, not an OS thread): never read, never written. The
+interval is the span's own ``[start, end]``, whatever it claims: a span sums at most
+:data:`.MAX_SCAN` events, and the spans of one process and all spans share budgets per read
+and per second (:mod:`.kernel_budget`); what a budget leaves out is ``unknown_ns`` of a
+``partial`` span.
 Attributes added (an app's own attribute of the same name wins); durations in nanoseconds:
 
-- ``thread.id`` (semantic conventions), the thread summed over.
+- ``linux.thread.id`` (:data:`THREAD`), the thread summed over: its tid as the kernel's
+  records give it (the host's pid namespace).
 - ``linux.sched.on_cpu_ns``, ``linux.sched.off_cpu_ns``: on a CPU, and off it.
 - ``linux.sched.runnable_ns`` (ready, waiting for a CPU: preempted, or woken and not run
   yet), ``linux.sched.sleeping_ns`` (``S``: futex, socket, timer), ``linux.sched.blocked_ns``
@@ -68,6 +71,9 @@ MAX_WAIT_EVENTS = 32
 DEFAULT_WAIT_THRESHOLD_NS = 1_000_000
 OFF_CPU_EVENT = "linux.sched.off_cpu"
 VIEW = "linux.kernel.view"
+THREAD = "linux.thread.id"
+"""The OS thread id (``gettid``, host's pid namespace) a span is summed over: the semantic
+conventions have no name for it (their ``thread.id`` is the runtime's own thread id)."""
 _RECENT_SPANS = 64
 _OFF_CPU_NAMES = {
     RUNNABLE: "linux.sched.runnable_ns",
@@ -86,8 +92,8 @@ class KernelViewStats:
     shared: int = 0
     scanned: int = 0
     """Kernel events summed for spans (what the budgets bound)."""
-    hints_refused: int = 0
-    """Spans whose ``thread.id`` named a thread not of their writer's process (or not
+    threads_refused: int = 0
+    """Spans whose ``linux.thread.id`` named a thread not of their writer's process (or not
     watched): summed over the writer's thread instead."""
     over_budget: int = 0
     """Spans cut short by a budget (:data:`.MAX_SCAN`, :mod:`.kernel_budget`): partial."""
@@ -122,12 +128,12 @@ class KernelView:
         events = self.events
         writer = events.process_of(writer_tid)
         tid = writer_tid
-        hint = span.attributes.get("thread.id")
-        if isinstance(hint, int) and not isinstance(hint, bool) and hint != writer_tid:
-            if writer is not None and events.process_of(hint) == writer:
-                tid = hint
+        named = span.attributes.get(THREAD)
+        if isinstance(named, int) and not isinstance(named, bool) and named != writer_tid:
+            if writer is not None and events.process_of(named) == writer:
+                tid = named
             else:
-                self.stats.hints_refused += 1
+                self.stats.threads_refused += 1
         start, end = span.start_time_ns, span.end_time_ns
         if self._read != events.reads:
             self._read = events.reads
@@ -139,7 +145,7 @@ class KernelView:
             self.budget.spend(payer, summary.scanned)
             self.stats.scanned += summary.scanned
             self.stats.over_budget += summary.cut
-        added: dict[str, Any] = {"thread.id": tid}
+        added: dict[str, Any] = {THREAD: tid}
         span_events = span.events
         dropped = span.dropped_events
         if summary is None:
@@ -272,7 +278,10 @@ def kernel_parts(view: object) -> list[str]:
         ("kernel events lost", events.lost),
         ("kernel events undecodable", events.undecodable),
         ("processes not watched", events.processes_not_watched),
-        ("thread.id hints refused (not a thread of the span's writer)", stats.hints_refused),
+        (
+            "spans naming a linux.thread.id not of their writer's process (refused)",
+            stats.threads_refused,
+        ),
         ("spans cut short by the kernel view's budgets", stats.over_budget),
         ("kernel timeline trims (oldest halves forgotten)", timeline.trims),
         ("threads forgotten to make room", timeline.threads_forgotten),

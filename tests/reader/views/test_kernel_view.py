@@ -35,6 +35,7 @@ from opentelemetry_exporter_userevents.reader.views.kernel_view import (
     OFF_CPU_EVENT,
     KernelView,
     kernel_clock_line,
+    kernel_parts,
 )
 
 DATA = Path(__file__).resolve().parents[2] / "data"
@@ -109,7 +110,7 @@ def test_a_span_gets_its_threads_kernel_view_and_the_apps_own_attributes_win():
     view = KernelView(events, wait_threshold_ns=10 * MS)
     span = view(_span(0, 50 * MS, **{"linux.sched.on_cpu_ns": "mine"}), T)
     attrs = span.attributes
-    assert attrs["thread.id"] == T
+    assert attrs["linux.thread.id"] == T and "thread.id" not in attrs
     assert attrs["linux.sched.on_cpu_ns"] == "mine"
     assert attrs["linux.kernel.view"] == "partial"  # 0 to 1 ms: no event says what it did
     assert attrs["linux.sched.off_cpu_ns"] == 38 * MS  # asleep 37 ms, then waiting for a CPU
@@ -127,24 +128,48 @@ def test_a_span_gets_its_threads_kernel_view_and_the_apps_own_attributes_win():
     assert view(_span(MS, 50 * MS, span_id=2), T).attributes["linux.kernel.view"] == "whole"
 
 
-def test_a_thread_not_watched_is_said_and_a_thread_id_of_the_writers_process_is_used():
+IDENT = 139_872_386_463_296
+"""A Python ``threading.get_ident()`` (a pthread_t): the semantic conventions' ``thread.id``."""
+
+
+def _app_and_neighbour() -> tuple[KernelEvents, KernelView]:
     events = _fed()
-    view = KernelView(events)
-    assert view(_span(0, MS), 999).attributes["linux.kernel.view"] == "none"
     app, neighbour = ProcessKey(T, 1), ProcessKey(5000, 2)
     events.timeline.watch(T, 0, app)
     events.timeline.watch(T + 2, 0, app)  # the app's batch thread
     events.timeline.watch(5000, 0, neighbour)
-    moved = view(_span(MS, 2 * MS, **{"thread.id": T}), T + 2)  # written by the batch thread
-    assert moved.attributes["thread.id"] == T
-    assert moved.attributes["linux.kernel.view"] == "whole"
-    assert view.stats.hints_refused == 0
-    stolen = view(_span(MS, 2 * MS, span_id=2, **{"thread.id": T}), 5000)  # not its thread
+    return events, KernelView(events)
+
+
+def test_an_apps_thread_id_is_its_own_never_read_as_an_os_thread():
+    _, view = _app_and_neighbour()
+    assert view(_span(0, MS), 999).attributes["linux.kernel.view"] == "none"
+    for n, ident in enumerate((IDENT, T + 2, True)):  # T + 2: a thread of its own process
+        attrs = view(_span(MS, 2 * MS, span_id=10 + n, **{"thread.id": ident}), T).attributes
+        assert attrs["thread.id"] is ident  # the app's, kept as it set it
+        assert attrs["linux.thread.id"] == T  # summed over the thread that wrote it
+        assert (attrs["linux.kernel.view"], attrs["linux.sched.on_cpu_ns"]) == ("whole", MS)
+    assert "thread.id" not in view(_span(MS, 2 * MS, span_id=20), T).attributes
+    assert view.stats.threads_refused == 0
+
+
+def test_a_linux_thread_id_of_the_writers_process_is_summed_over_and_another_is_refused():
+    _, view = _app_and_neighbour()
+    moved = view(_span(MS, 2 * MS, **{"linux.thread.id": T}), T + 2).attributes  # batch thread
+    assert (moved["linux.thread.id"], moved["linux.sched.on_cpu_ns"]) == (T, MS)
+    assert moved["linux.kernel.view"] == "whole"
+    assert view.stats.threads_refused == 0
+    stolen = view(_span(MS, 2 * MS, span_id=2, **{"linux.thread.id": T}), 5000)  # not its own
     # Its own writer's figures (nothing known of 5000), not the app's thread's on-CPU ms;
-    # its thread.id stays as it set it, as every attribute an app sets.
-    assert stolen.attributes["linux.sched.on_cpu_ns"] == 0
+    # its linux.thread.id stays as it set it, as every attribute an app sets.
+    assert (stolen.attributes["linux.sched.on_cpu_ns"], stolen.attributes["linux.thread.id"]) == (
+        0, T,
+    )  # fmt: skip
     assert stolen.attributes["linux.kernel.unknown_ns"] == MS
-    assert view.stats.hints_refused == 1
+    assert view.stats.threads_refused == 1
+    assert "1 spans naming a linux.thread.id not of their writer's process (refused)" in (
+        kernel_parts(view)
+    )
 
 
 def test_overlapping_spans_on_one_thread_that_are_not_nested_are_called_shared():
@@ -178,7 +203,7 @@ def test_hostile_records_are_counted_never_raised(records):
                for n, (_, raw) in enumerate(records)]  # fmt: skip
     decoded = events.feed(shaped)
     assert decoded + events.stats.undecodable == len(shaped)
-    assert KernelView(events)(_span(0, 10**13), T).attributes["thread.id"] == T
+    assert KernelView(events)(_span(0, 10**13), T).attributes["linux.thread.id"] == T
 
 
 def test_groups_are_checked():
@@ -195,7 +220,8 @@ def test_kernel_and_capture_together_are_refused(tmp_path, capsys):
 
 
 def test_the_tree_view_shows_the_kernel_view_at_a_glance_and_escapes_what_apps_set():
-    enriched = KernelView(_fed(), wait_threshold_ns=10 * MS)(_span(MS, 50 * MS, **{"k": "v"}), T)
+    app = _span(MS, 50 * MS, **{"k": "v", "thread.id": IDENT})
+    enriched = KernelView(_fed(), wait_threshold_ns=10 * MS)(app, T)
     hostile = _span(0, MS, span_id=3, **{"linux.kernel.view": "whole",
                                           "linux.syscall.top.name": ["\x1b[2Jx"],
                                           "linux.syscall.top.count": ["many"],
@@ -206,7 +232,8 @@ def test_the_tree_view_shows_the_kernel_view_at_a_glance_and_escapes_what_apps_s
         view.add([readable_span(checked, Resource({"service.name": "s"}), None)])
     view.flush()
     text = out.getvalue()
-    assert "k=v" in text and "linux.sched" not in text
+    assert "k=v" in text and "linux.sched" not in text and "linux.thread.id" not in text
+    assert f"thread.id={IDENT}" in text  # the app's own, shown as its other attributes
     assert "⚙ on-CPU 11.000 ms, off-CPU 38.000 ms (runnable 1.000 ms, sleeping 37.000 ms)" in text
     assert "switches 1+0, 1 syscalls 40.000 ms: futex 1 40.000 ms" in text
     assert "◦ " in text and "off-CPU 38.000 ms sleeping in futex, woken by 77" in text

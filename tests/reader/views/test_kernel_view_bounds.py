@@ -176,7 +176,7 @@ def test_all_spans_of_one_read_share_a_bound_whatever_the_processes():
     assert all(s["linux.kernel.unknown_ns"] > HUGE[1] - HUGE[0] - 2 * MS for s in spans[3:])
 
 
-def test_a_thread_id_of_another_process_is_refused_and_counted():
+def test_a_linux_thread_id_of_another_process_is_refused_and_counted():
     events = _events()
     timeline = events.timeline
     timeline.watch(100, 0, APP)
@@ -184,11 +184,11 @@ def test_a_thread_id_of_another_process_is_refused_and_counted():
     timeline.switch(MS, 1, 0x1, 100)  # the victim spins from 1 ms
     timeline.switch(MS, 200, 0x1, 1)  # the attacker sleeps from 1 ms
     view = KernelView(events)
-    stolen = view(_span(2 * MS, 12 * MS, **{"thread.id": 100}), 200).attributes
+    stolen = view(_span(2 * MS, 12 * MS, **{"linux.thread.id": 100}), 200).attributes
     assert (stolen["linux.sched.on_cpu_ns"], stolen["linux.sched.sleeping_ns"]) == (0, 10 * MS)
-    assert view.stats.hints_refused == 1
-    view(_span(2 * MS, 12 * MS, span_id=2, **{"thread.id": 12345}), 200)  # not watched
-    assert view.stats.hints_refused == 2
+    assert view.stats.threads_refused == 1
+    view(_span(2 * MS, 12 * MS, span_id=2, **{"linux.thread.id": 12345}), 200)  # not watched
+    assert view.stats.threads_refused == 2
 
 
 def test_a_thread_a_fork_event_watched_is_looked_up_once_before_a_span_may_name_it(
@@ -207,9 +207,9 @@ def test_a_thread_a_fork_event_watched_is_looked_up_once_before_a_span_may_name_
     events.feed([(2 * MS, _switch(1, 0x1, 101))])
     view = KernelView(events)
     for n in range(5):
-        span = view(_span(3 * MS, 4 * MS, span_id=n, **{"thread.id": 101}), 100)
+        span = view(_span(3 * MS, 4 * MS, span_id=n, **{"linux.thread.id": 101}), 100)
         assert span.attributes["linux.sched.on_cpu_ns"] == MS
-    assert lookups == [101] and view.stats.hints_refused == 0
+    assert lookups == [101] and view.stats.threads_refused == 0
 
 
 def test_a_busy_neighbour_filling_the_event_bound_leaves_a_quiet_threads_events():
