@@ -33,11 +33,10 @@ from opentelemetry.trace import Link, SpanKind, get_current_span
 from opentelemetry.trace.span import TraceState
 from opentelemetry.util.types import Attributes
 
-from opentelemetry_exporter_userevents._export.config import ExporterConfig
+from opentelemetry_exporter_userevents._export.config import EVENTHEADER, ExporterConfig
+from opentelemetry_exporter_userevents._export.tracepoint_sets import span_tracepoints
 from opentelemetry_exporter_userevents._export.writer import EventWriter
 from opentelemetry_exporter_userevents.abi.user_events import enable_word
-from opentelemetry_exporter_userevents.record.schema import SPAN
-from opentelemetry_exporter_userevents.record.tracepoints import span_tracepoint
 
 __all__ = ["UserEventsSampler", "sampler_factory"]
 
@@ -75,8 +74,8 @@ class UserEventsSampler(Sampler):
         )
         self._writer = EventWriter(
             config.tracefs,
-            {"span": (span_tracepoint(config.prefix), SPAN)},
-            config.multi_format,
+            span_tracepoints(config),
+            config.multi_format and config.format != EVENTHEADER,
             config.user_events_data,
         )
         self.registration = self._writer.registrations["span"]

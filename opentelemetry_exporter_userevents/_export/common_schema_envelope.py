@@ -8,6 +8,7 @@ the level a severity maps to."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from opentelemetry_exporter_userevents._export import eventheader_encoder as eh
@@ -24,6 +25,8 @@ SPAN_ID = b"ext_dt_spanId\0"
 _ROLE = b"ext_cloud_role\0"
 _ROLE_INSTANCE = b"ext_cloud_roleInstance\0"
 _NANOS = 1_000_000_000
+SPAN_LEVEL = 4
+"""Rust's trace exporter writes spans at Informational."""
 
 
 def rfc3339(time_ns: int) -> bytes:
@@ -55,9 +58,11 @@ class CloudRole:
     """PartA's ``ext_cloud_role`` and ``ext_cloud_roleInstance``: the resource's
     ``service.name`` and ``service.instance.id`` as text (Rust's ``Value::to_string``).
     Bounded: the fields of the last resource seen are kept, one entry (an exporter's spans
-    share one resource)."""
+    share one resource). ``redact``, if given, rewrites or removes them as it does
+    attributes."""
 
-    def __init__(self) -> None:
+    def __init__(self, redact: Callable[[str, Any], Any] | None = None) -> None:
+        self._redact = redact
         self._last: tuple[object, list[Field]] = (None, [])
         """One attribute, so that threads see a resource with its own fields."""
 
@@ -68,6 +73,8 @@ class CloudRole:
             fields = []
             for key, name in (("service.name", _ROLE), ("service.instance.id", _ROLE_INSTANCE)):
                 value = attributes.get(key)
+                if value is not None and self._redact is not None:
+                    value = self._redact(key, value)
                 if value is not None:
                     text = value if isinstance(value, str) else str(value)
                     fields.append(eh.string(name, eh.utf8(text)[: eh.MAX_STRING_BYTES]))

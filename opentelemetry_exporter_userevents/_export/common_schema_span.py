@@ -43,8 +43,6 @@ WELL_KNOWN: dict[str, bytes] = {
 """Attributes written in PartB under Rust's names (its ``get_well_known_attributes``)."""
 _HTTP_STATUS = "http.response.status_code"
 _EVENT_NAME = b"Span\0"
-_SPAN_LEVEL = 4
-"""Rust registers spans at Informational."""
 _TYPE_NAME = eh.string(b"_typeName\0", b"Span")
 _PART_C_HEAD = eh.struct_head(cs.PART_C, 1)
 _LINK = b'{"toTraceId":"%032x","toSpanId":"%016x"}'
@@ -59,7 +57,6 @@ _OVERHEAD = (
     + 3 * len(eh.struct_head(cs.PART_A, 1))
 )
 """The bytes outside the parts (PartC's head counted as if always there)."""
-SPAN_LEVEL = _SPAN_LEVEL
 
 
 def attributes(values: Mapping[str, Any] | None) -> tuple[list[Field], list[Field], bool]:
@@ -120,7 +117,7 @@ def encode_span(
         truncated |= _fit(parts, links, max_size)
     return eh.event(
         _EVENT_NAME,
-        _SPAN_LEVEL,
+        cs.SPAN_LEVEL,
         [
             (b"", [cs.CS_VERSION]),
             (eh.struct_head(cs.PART_A, len(part_a)), part_a),
