@@ -272,3 +272,12 @@ def _one_log(attributes: dict[str, Any], body: Any = "b", event: str | None = No
     provider.get_logger("l").emit(body=body, attributes=attributes, event_name=event)
     provider.shutdown()
     return memory.get_finished_logs()[0]
+
+
+def test_the_name_cache_is_bounded_under_hostile_names() -> None:
+    for i in range(3 * eh.MAX_CACHED_NAMES):
+        assert eh.cached_name(f"k{i}") == f"k{i}\0".encode()
+        assert len(eh._names) <= eh.MAX_CACHED_NAMES
+    assert eh.cached_name(["unhashable"]) is None
+    assert eh.cached_name(7) is None
+    assert eh.cached_name("a;b") is None and eh.cached_name("ok") == b"ok\0"

@@ -65,7 +65,7 @@ def encode_log(
         if key == _EVENT_ID and type(value) is int and -(1 << 63) <= value < 1 << 63:
             event_id = value
             continue
-        field_name = eh.name(key) if type(key) is str else None
+        field_name = eh.cached_name(key)
         if field_name is None or len(part_c) == eh.MAX_STRUCT_FIELDS:
             truncated = True
             continue
@@ -83,20 +83,28 @@ def encode_log(
     if event_name and event_name.strip():
         part_b.append(eh.string(b"name\0", eh.utf8(event_name)[: eh.MAX_STRING_BYTES]))
     parts = [part_a, part_c, part_b]
-    if _OVERHEAD + eh.size(part_a) + eh.size(part_b) + eh.size(part_c) > max_size:
+    level = cs.level(number)
+    data = _event(level, parts)
+    if len(data) > max_size:
         fitter = EventFitter(parts, _OVERHEAD, max_size)
         fitter.cap_texts(skip=_BODY)
         fitter.drop_fields(part_c)
         fitter.cut_texts(part_b)
         fitter.check()
         truncated |= fitter.truncated
+        data = _event(level, parts)
+    return data, truncated
+
+
+def _event(level: int, parts: list[list[Field]]) -> bytes:
+    part_a, part_c, part_b = parts
     return eh.event(
         _EVENT_NAME,
-        cs.level(number),
+        level,
         [
             (b"", [cs.CS_VERSION]),
             (eh.struct_head(cs.PART_A, len(part_a)), part_a),
             *([(eh.struct_head(cs.PART_C, len(part_c)), part_c)] if part_c else []),
             (eh.struct_head(cs.PART_B, len(part_b)), part_b),
         ],
-    ), truncated
+    )

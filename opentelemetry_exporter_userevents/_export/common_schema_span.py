@@ -70,7 +70,7 @@ def attributes(values: Mapping[str, Any] | None) -> tuple[list[Field], list[Fiel
         if well_known is not None:
             part_b.append(eh.attribute(well_known, value))
             continue
-        field_name = eh.name(key) if type(key) is str else None
+        field_name = eh.cached_name(key)
         if field_name is None or len(part_c) == eh.MAX_STRUCT_FIELDS:
             left_out = True
             continue
@@ -113,8 +113,15 @@ def encode_span(
     if error and description and not (span.attributes and _HTTP_STATUS in span.attributes):
         part_b.append(eh.string(b"statusMessage\0", eh.utf8(description)[: eh.MAX_STRING_BYTES]))
     parts = [part_a, part_b, part_c]
-    if _OVERHEAD + eh.size(part_a) + eh.size(part_b) + eh.size(part_c) > max_size:
+    data = _event(parts)
+    if len(data) > max_size:
         truncated |= _fit(parts, links, max_size)
+        data = _event(parts)
+    return data, truncated
+
+
+def _event(parts: list[list[Field]]) -> bytes:
+    part_a, part_b, part_c = parts
     return eh.event(
         _EVENT_NAME,
         cs.SPAN_LEVEL,
@@ -124,7 +131,7 @@ def encode_span(
             (eh.struct_head(cs.PART_B, len(part_b)), part_b),
             *([(eh.struct_head(cs.PART_C, len(part_c)), part_c)] if part_c else []),
         ],
-    ), truncated
+    )
 
 
 def _links(links: list[tuple[int, int]]) -> Field:

@@ -70,6 +70,28 @@ def name(text: str) -> bytes | None:
     return utf8(text) + b"\0"
 
 
+MAX_CACHED_NAMES = 4096
+"""Attribute names kept encoded (:func:`cached_name`); past this many, the cache starts
+over, so hostile names cost their encoding, never memory."""
+_names: dict[str, bytes | None] = {}
+
+
+def cached_name(key: object) -> bytes | None:
+    """:func:`name` of an attribute key, kept for the next record (keys repeat); None for
+    a key that is no string or no EventHeader name."""
+    try:
+        return _names[key]  # type: ignore[index]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable: no attribute key
+        return None
+    encoded = name(key) if type(key) is str else None
+    if len(_names) >= MAX_CACHED_NAMES:
+        _names.clear()
+    _names[key] = encoded  # type: ignore[index]
+    return encoded
+
+
 def utf8(text: str) -> bytes:
     """``text`` as UTF-8; an unpaired surrogate (which no UTF-8 holds) as U+FFFD."""
     try:
