@@ -281,3 +281,21 @@ def test_the_name_cache_is_bounded_under_hostile_names() -> None:
     assert eh.cached_name(["unhashable"]) is None
     assert eh.cached_name(7) is None
     assert eh.cached_name("a;b") is None and eh.cached_name("ok") == b"ok\0"
+
+
+def test_links_are_left_out_from_the_end_to_fit() -> None:
+    from opentelemetry.sdk.trace import SpanLimits  # noqa: PLC0415
+    from opentelemetry.trace import Link, SpanContext  # noqa: PLC0415
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=RESOURCE, span_limits=SpanLimits(max_links=128))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    links = [Link(SpanContext(i + 1, i + 1, is_remote=False)) for i in range(128)]
+    provider.get_tracer("t").start_span("linked", links=links).end()
+    provider.shutdown()
+    (span,) = memory.get_finished_spans()
+    data, truncated = encode_span(span, 0, 1024, CloudRole())
+    assert truncated and len(data) <= 1024
+    kept = read_span(data).record.links
+    assert 0 < len(kept) < 128
+    assert [link.trace_id for link in kept] == list(range(1, len(kept) + 1))  # the first ones
