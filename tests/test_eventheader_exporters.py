@@ -169,3 +169,13 @@ def test_metrics_stay_in_the_default_format(monkeypatch, tmp_path):
 @pytest.mark.parametrize("value", ["eventheader", "EVENTHEADER", " eventheader "])
 def test_the_format_is_case_and_space_insensitive(value):
     assert ExporterConfig.from_arguments(format=value).format == "eventheader"
+
+
+def test_the_sampler_takes_the_option_as_a_keyword(monkeypatch, tmp_path):
+    fake = FakeKernel(monkeypatch, tmp_path)
+    sampler = UserEventsSampler(tracefs=fake.tracefs, format="eventheader", eventheader_keyword=2)
+    exporter = UserEventsSpanExporter(tracefs=fake.tracefs, format="eventheader",
+                                      eventheader_keyword=2)  # fmt: skip
+    assert fake.commands == [f"otel_L4K2 {TRACEPOINT_FIELDS}"]  # one tracepoint, one bit
+    sampler.close()
+    fake.settle(exporter)
