@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 
 """The encoders alone, on the host: microseconds to encode the benchmark's span and log
-record into a user_events payload, against OTLP's protobuf encoding of the same item, side
-by side in one run (best of the rounds); ``--profile`` adds where the time goes.
+record into a user_events payload (the default format, and EventHeader's Common Schema),
+against OTLP's protobuf encoding of the same item, side by side in one run (best of the
+rounds); ``--profile`` adds where the time goes.
 
     .venv/bin/python benchmarks/encoders.py [--profile]
 
@@ -39,6 +40,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
 
 from benchmarks.configs import ATTRIBUTES, RESOURCE, span_workload  # noqa: E402
 from benchmarks.measure import calling, measure, summary  # noqa: E402
+from opentelemetry_exporter_userevents._export import common_schema_log as cs_log  # noqa: E402
+from opentelemetry_exporter_userevents._export import common_schema_span as cs_span  # noqa: E402
+from opentelemetry_exporter_userevents._export.common_schema_envelope import (  # noqa: E402
+    CloudRole,
+)
 from opentelemetry_exporter_userevents._export.log_encoder import encode_log  # noqa: E402
 from opentelemetry_exporter_userevents._export.span_encoder import encode_span  # noqa: E402
 
@@ -70,10 +76,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=9)
     options = parser.parse_args()
     span, log = items()
+    role = CloudRole()
     work: dict[str, Callable[[], object]] = {
         "encode_span": lambda: encode_span(span, 1, MAX_SIZE),
+        "eventheader span": lambda: cs_span.encode_span(span, 1, MAX_SIZE, role),
         "OTLP span": lambda: encode_spans([span]).SerializeToString(),
         "encode_log": lambda: encode_log(log, 1, MAX_SIZE),
+        "eventheader log": lambda: cs_log.encode_log(log, 1, MAX_SIZE, role),
         "OTLP log record": lambda: encode_logs([log]).SerializeToString(),
     }
     samples = measure(lambda name: calling(name, work[name]), list(work), options.n, options.rounds)
@@ -82,8 +91,10 @@ def main() -> None:
         print(f"{name:16} {micros:7.2f} µs")
     print(f"encode_span / OTLP: {best['encode_span'] / best['OTLP span']:.1%}")
     print(f"encode_log / OTLP:  {best['encode_log'] / best['OTLP log record']:.1%}")
+    print(f"eventheader span / OTLP: {best['eventheader span'] / best['OTLP span']:.1%}")
+    print(f"eventheader log / OTLP:  {best['eventheader log'] / best['OTLP log record']:.1%}")
     if options.profile:
-        for name in ("encode_span", "encode_log"):
+        for name in ("encode_span", "encode_log", "eventheader span", "eventheader log"):
             profiler = cProfile.Profile()
             call = work[name]
             profiler.runcall(lambda: [call() for _ in range(options.n)])  # noqa: B023

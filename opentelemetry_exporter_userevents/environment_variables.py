@@ -39,3 +39,14 @@ OTEL_EXPORTER_USER_EVENTS_ANNOUNCE_TIMEOUT = "OTEL_EXPORTER_USER_EVENTS_ANNOUNCE
 record --prefix '*'``) listens, for that reader to listen to its tracepoints before its
 first write (default 2000; 0: neither announce nor wait, as releases before announcements).
 Without such a reader nothing is waited for."""
+
+OTEL_EXPORTER_USER_EVENTS_FORMAT = "OTEL_EXPORTER_USER_EVENTS_FORMAT"
+"""``default``: our own records, whose fields stock tools, kernel filters and hist triggers
+read. ``eventheader``: spans and logs as Common Schema 4.0 EventHeader events, laid out as
+opentelemetry-rust-contrib's user_events exporters write them (Geneva agents, otel-arrow,
+perf-decode), on ``<prefix>_L<level>K<keyword>`` tracepoints, the prefix being the
+provider name (docs/common-schema.md)."""
+
+OTEL_EXPORTER_USER_EVENTS_EVENTHEADER_KEYWORD = "OTEL_EXPORTER_USER_EVENTS_EVENTHEADER_KEYWORD"
+"""The keyword of the EventHeader tracepoints (default 1, as rust-contrib's exporters), in
+decimal or ``0x`` hex."""

@@ -2,27 +2,29 @@
 # SPDX-License-Identifier: Apache-2.0
 
 """UserEventsLogExporter: logs as ``<prefix>_log_<class>`` records, one tracepoint per
-severity class, so a listener of error and fatal costs nothing for info logs."""
+severity class, so a listener of error and fatal costs nothing for info logs; with
+``format="eventheader"``, Common Schema events on ``<prefix>_L<level>K<keyword>``, one
+tracepoint per level."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk._logs import ReadableLogRecord
 from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
 
-from opentelemetry_exporter_userevents._export.exporter_base import ExporterBase
+from opentelemetry_exporter_userevents._export.common_schema_log import (
+    encode_log as encode_common_schema_log,
+)
+from opentelemetry_exporter_userevents._export.config import EVENTHEADER
+from opentelemetry_exporter_userevents._export.exporter_base import Encoder, ExporterBase
 from opentelemetry_exporter_userevents._export.log_encoder import encode_log, severity_number
 from opentelemetry_exporter_userevents._export.redaction import Redactor, redact_log
+from opentelemetry_exporter_userevents._export.tracepoint_sets import log_tracepoints
 from opentelemetry_exporter_userevents.abi.user_events import Registration
-from opentelemetry_exporter_userevents.record.schema import LOG
-from opentelemetry_exporter_userevents.record.tracepoints import (
-    SEVERITY_CLASSES,
-    log_tracepoint,
-    severity_class,
-)
 
 __all__ = ["UserEventsLogExporter"]
 
@@ -45,6 +47,7 @@ class UserEventsLogExporter(ExporterBase[ReadableLogRecord], LogRecordExporter):
         tracefs: str | None = None,
         user_events_data: str | None = None,
         multi_format: bool | None = None,
+        format: str | None = None,  # noqa: A002 - the option's name everywhere
         redact: Redactor | None = None,
         meter_provider: MeterProvider | None = None,
         **kwargs: Any,
@@ -56,15 +59,21 @@ class UserEventsLogExporter(ExporterBase[ReadableLogRecord], LogRecordExporter):
             tracefs=tracefs,
             user_events_data=user_events_data,
             multi_format=multi_format,
+            format=format,
             **kwargs,
         )
-        tracepoints = {cls: (log_tracepoint(config.prefix, cls), LOG) for cls in SEVERITY_CLASSES}
+        tracepoints, keys = log_tracepoints(config)
         super().__init__(tracepoints, config, redact, meter_provider)
         self.registrations: dict[str, Registration | None] = {
-            cls: self._writer.registrations[cls] for cls in SEVERITY_CLASSES
+            key: self._writer.registrations[key] for key in tracepoints
         }
+        """By severity class (``info``, ...), or by level (``L4``, ...) in EventHeader's
+        format."""
         # Severity number (0..24) -> registration, for one lookup per record.
-        self._by_number = [self.registrations[severity_class(n)] for n in range(25)]
+        self._by_number = [self.registrations[key] for key in keys]
+        self._encode: Encoder = encode_log
+        if config.format == EVENTHEADER:
+            self._encode = partial(encode_common_schema_log, role=self._cloud_role)
         self.any_class_word = self._writer.shared_enable_word(list(self.registrations.values()))
         """``any_class_word[0]`` is non-zero while any severity class is listened to."""
 
@@ -81,7 +90,7 @@ class UserEventsLogExporter(ExporterBase[ReadableLogRecord], LogRecordExporter):
         return self.registration_for(severity_number(readable))
 
     def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
-        if self._export_items(batch, self._route, encode_log, redact_log):
+        if self._export_items(batch, self._route, self._encode, redact_log):
             return LogRecordExportResult.SUCCESS
         return LogRecordExportResult.FAILURE
 

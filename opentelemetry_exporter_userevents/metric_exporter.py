@@ -47,6 +47,7 @@ from opentelemetry.sdk.metrics.view import (
     ExponentialBucketHistogramAggregation,
 )
 
+from opentelemetry_exporter_userevents._export.config import DEFAULT_FORMAT
 from opentelemetry_exporter_userevents._export.exporter_base import ExporterBase
 from opentelemetry_exporter_userevents._export.metric_encoder import (
     PointItem,
@@ -188,7 +189,7 @@ class UserEventsMetricExporter(ExporterBase[PointItem], MetricExporter):
             tracefs=tracefs,
             user_events_data=user_events_data,
             multi_format=multi_format,
-            **kwargs,
+            **{**kwargs, "format": DEFAULT_FORMAT},  # otlp_metrics in EventHeader's: not yet
         )
         tracepoints = {
             kind: (metric_tracepoint(config.prefix, kind), schema)

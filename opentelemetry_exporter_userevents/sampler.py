@@ -33,11 +33,10 @@ from opentelemetry.trace import Link, SpanKind, get_current_span
 from opentelemetry.trace.span import TraceState
 from opentelemetry.util.types import Attributes
 
-from opentelemetry_exporter_userevents._export.config import ExporterConfig
+from opentelemetry_exporter_userevents._export.config import EVENTHEADER, ExporterConfig
+from opentelemetry_exporter_userevents._export.tracepoint_sets import span_tracepoints
 from opentelemetry_exporter_userevents._export.writer import EventWriter
 from opentelemetry_exporter_userevents.abi.user_events import enable_word
-from opentelemetry_exporter_userevents.record.schema import SPAN
-from opentelemetry_exporter_userevents.record.tracepoints import span_tracepoint
 
 __all__ = ["UserEventsSampler", "sampler_factory"]
 
@@ -50,11 +49,11 @@ class UserEventsSampler(Sampler):
     """Returns DROP while no tracer listens to the span tracepoint; else asks ``parent``.
 
     ``parent`` defaults to the SDK's default, ``ParentBased(ALWAYS_ON)``. ``prefix``,
-    ``tracefs`` and ``user_events_data`` must match the span exporter's (they default to the
-    same environment variables). The sampler registers the span tracepoint itself: a
-    tracepoint of the same format is the same tracepoint, so its enable bit is the
-    exporter's. Without
-    user_events, nobody can listen, and every span is dropped.
+    ``tracefs``, ``user_events_data``, ``format`` and ``eventheader_keyword`` must match the
+    span exporter's (they default to the same environment variables). The sampler registers
+    the span tracepoint itself: a tracepoint of the same format is the same tracepoint, so
+    its enable bit is the exporter's. Without user_events, nobody can listen, and every span
+    is dropped.
     """
 
     def __init__(
@@ -65,6 +64,8 @@ class UserEventsSampler(Sampler):
         tracefs: str | None = None,
         multi_format: bool | None = None,
         user_events_data: str | None = None,
+        format: str | None = None,  # noqa: A002 - the exporters' option
+        eventheader_keyword: int | None = None,
     ) -> None:
         self.parent = parent if parent is not None else ParentBased(ALWAYS_ON)
         config = ExporterConfig.from_arguments(
@@ -72,11 +73,13 @@ class UserEventsSampler(Sampler):
             tracefs=tracefs,
             multi_format=multi_format,
             user_events_data=user_events_data,
+            format=format,
+            eventheader_keyword=eventheader_keyword,
         )
         self._writer = EventWriter(
             config.tracefs,
-            {"span": (span_tracepoint(config.prefix), SPAN)},
-            config.multi_format,
+            span_tracepoints(config),
+            config.multi_format and config.format != EVENTHEADER,
             config.user_events_data,
         )
         self.registration = self._writer.registrations["span"]

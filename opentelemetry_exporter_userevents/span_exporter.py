@@ -1,23 +1,28 @@
 # Copyright The OpenTelemetry Authors
 # SPDX-License-Identifier: Apache-2.0
 
-"""UserEventsSpanExporter: spans as ``user_events_multi/<prefix>_span.<id>`` records."""
+"""UserEventsSpanExporter: spans as ``user_events_multi/<prefix>_span.<id>`` records, or
+with ``format="eventheader"`` as Common Schema events on ``<prefix>_L4K<keyword>``."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from opentelemetry_exporter_userevents._export.exporter_base import ExporterBase
+from opentelemetry_exporter_userevents._export.common_schema_span import (
+    encode_span as encode_common_schema_span,
+)
+from opentelemetry_exporter_userevents._export.config import EVENTHEADER
+from opentelemetry_exporter_userevents._export.exporter_base import Encoder, ExporterBase
 from opentelemetry_exporter_userevents._export.redaction import Redactor, redact_span
 from opentelemetry_exporter_userevents._export.span_encoder import encode_span
+from opentelemetry_exporter_userevents._export.tracepoint_sets import span_tracepoints
 from opentelemetry_exporter_userevents.abi.user_events import Registration
-from opentelemetry_exporter_userevents.record.schema import SPAN
-from opentelemetry_exporter_userevents.record.tracepoints import span_tracepoint
 
 __all__ = ["UserEventsSpanExporter"]
 
@@ -41,6 +46,7 @@ class UserEventsSpanExporter(ExporterBase[ReadableSpan], SpanExporter):
         tracefs: str | None = None,
         user_events_data: str | None = None,
         multi_format: bool | None = None,
+        format: str | None = None,  # noqa: A002 - the option's name everywhere
         redact: Redactor | None = None,
         meter_provider: MeterProvider | None = None,
         **kwargs: Any,
@@ -52,12 +58,14 @@ class UserEventsSpanExporter(ExporterBase[ReadableSpan], SpanExporter):
             tracefs=tracefs,
             user_events_data=user_events_data,
             multi_format=multi_format,
+            format=format,
             **kwargs,
         )
-        super().__init__(
-            {"span": (span_tracepoint(config.prefix), SPAN)}, config, redact, meter_provider
-        )
+        super().__init__(span_tracepoints(config), config, redact, meter_provider)
         self.registration = self._writer.registrations["span"]
+        self._encode: Encoder = encode_span
+        if config.format == EVENTHEADER:
+            self._encode = partial(encode_common_schema_span, role=self._cloud_role)
 
     @property
     def enabled(self) -> bool:
@@ -68,7 +76,7 @@ class UserEventsSpanExporter(ExporterBase[ReadableSpan], SpanExporter):
         return self.registration
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        if self._export_items(spans, self._route, encode_span, redact_span):
+        if self._export_items(spans, self._route, self._encode, redact_span):
             return SpanExportResult.SUCCESS
         return SpanExportResult.FAILURE
 

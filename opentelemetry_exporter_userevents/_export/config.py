@@ -13,10 +13,18 @@ from typing import Any
 
 from opentelemetry_exporter_userevents import environment_variables as env
 from opentelemetry_exporter_userevents.abi.ring_buffer import FTRACE_MAX_PAYLOAD, PERF_MAX_PAYLOAD
+from opentelemetry_exporter_userevents.record.eventheader import PROVIDER_NAME_MAX, is_provider_name
 
 _logger = logging.getLogger(__name__)
 
 _PREFIX = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,31}$")
+DEFAULT_FORMAT = "default"
+"""Our own records (docs/schema.md): what stock tools, kernel filters and hist triggers read."""
+EVENTHEADER = "eventheader"
+"""Common Schema 4.0 in EventHeader events, as opentelemetry-rust-contrib writes them
+(docs/common-schema.md): what Geneva agents, otel-arrow and perf-decode read."""
+FORMATS = (DEFAULT_FORMAT, EVENTHEADER)
+KEYWORD_MAX = (1 << 64) - 1
 
 
 @dataclass(frozen=True)
@@ -30,7 +38,11 @@ class ExporterConfig:
     multi_format: bool = True
     """Register multi-format events where the kernel has them (6.9+); False: the
     single-format layout on every kernel (what perf, trace-cmd and the otel-arrow
-    receiver read)."""
+    receiver read). EventHeader tracepoints are always single-format."""
+    format: str = DEFAULT_FORMAT
+    """DEFAULT_FORMAT or EVENTHEADER (spans and logs; the prefix is the provider name)."""
+    eventheader_keyword: int = 1
+    """The keyword of the EventHeader tracepoints (``<provider>_L<level>K<keyword>``)."""
 
     @classmethod
     def from_arguments(
@@ -42,13 +54,25 @@ class ExporterConfig:
         tracefs: str | None = None,
         user_events_data: str | None = None,
         multi_format: bool | str | None = None,
+        format: str | None = None,  # noqa: A002 - the configuration file's key
+        eventheader_keyword: int | str | None = None,
         **unknown: Any,
     ) -> ExporterConfig:
         """Settings for an exporter; declarative configuration passes its YAML keys here."""
         if unknown:
             _logger.warning("user_events exporter: ignoring unknown options %s", sorted(unknown))
+        chosen = _format(format)
         prefix = prefix or os.environ.get(env.OTEL_EXPORTER_USER_EVENTS_PREFIX) or cls.prefix
-        if not _PREFIX.match(prefix):
+        if chosen == EVENTHEADER and not is_provider_name(prefix):
+            _logger.warning(
+                "user_events exporter: prefix %r is not an EventHeader provider name (ASCII "
+                "letters, digits and '_', at most %d); using %r",
+                prefix,
+                PROVIDER_NAME_MAX,
+                cls.prefix,
+            )
+            prefix = cls.prefix
+        elif chosen != EVENTHEADER and not _PREFIX.match(prefix):
             _logger.warning(
                 "user_events exporter: prefix %r is not a C identifier of at most 32 "
                 "characters; using %r",
@@ -79,6 +103,8 @@ class ExporterConfig:
                 user_events_data or os.environ.get(env.OTEL_EXPORTER_USER_EVENTS_DATA) or None
             ),
             multi_format=_boolean(multi_format, env.OTEL_EXPORTER_USER_EVENTS_MULTI_FORMAT, True),
+            format=chosen,
+            eventheader_keyword=_keyword(eventheader_keyword),
         )
 
 
@@ -114,3 +140,43 @@ def _boolean(argument: bool | str | None, variable: str, default: bool) -> bool:
             str(default).lower(),
         )
     return default
+
+
+def _format(argument: str | None) -> str:
+    """The format asked for (keyword, then environment), case-insensitive; an unknown one
+    is said and the default used."""
+    variable = env.OTEL_EXPORTER_USER_EVENTS_FORMAT
+    text = argument if argument is not None else os.environ.get(variable)
+    value = str(text or "").strip().lower()
+    if not value:
+        return DEFAULT_FORMAT
+    if value not in FORMATS:
+        _logger.warning(
+            "user_events exporter: format %r is none of %s; using %r",
+            text,
+            ", ".join(FORMATS),
+            DEFAULT_FORMAT,
+        )
+        return DEFAULT_FORMAT
+    return value
+
+
+def _keyword(argument: int | str | None) -> int:
+    """The EventHeader keyword: a whole number 0..2**64-1, decimal or ``0x`` hex."""
+    variable = env.OTEL_EXPORTER_USER_EVENTS_EVENTHEADER_KEYWORD
+    text = argument if argument is not None else os.environ.get(variable, "").strip()
+    if text == "":
+        return ExporterConfig.eventheader_keyword
+    try:
+        value = text if isinstance(text, int) and not isinstance(text, bool) else int(str(text), 0)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= KEYWORD_MAX:
+        _logger.warning(
+            "user_events exporter: EventHeader keyword %r is not a whole number 0..2**64-1; "
+            "using %d",
+            text,
+            ExporterConfig.eventheader_keyword,
+        )
+        return ExporterConfig.eventheader_keyword
+    return value

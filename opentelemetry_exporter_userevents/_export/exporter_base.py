@@ -15,7 +15,8 @@ from typing import Any, Generic, TypeVar
 from opentelemetry.metrics import MeterProvider
 
 from opentelemetry_exporter_userevents import _forksafe
-from opentelemetry_exporter_userevents._export.config import ExporterConfig
+from opentelemetry_exporter_userevents._export.common_schema_envelope import CloudRole
+from opentelemetry_exporter_userevents._export.config import EVENTHEADER, ExporterConfig
 from opentelemetry_exporter_userevents._export.redaction import Redactor, checked
 from opentelemetry_exporter_userevents._export.resource import ResourceAnnouncer
 from opentelemetry_exporter_userevents._export.self_metrics import (
@@ -59,16 +60,26 @@ class ExporterBase(Generic[Item]):
         OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED is true (default: the global one)."""
         self.config = config
         self._redact = checked(redact)
-        tracepoints = {**tracepoints, "resource": (resource_tracepoint(config.prefix), RESOURCE)}
+        eventheader = config.format == EVENTHEADER
+        if not eventheader:  # EventHeader's records carry the resource in PartA
+            tracepoints = {
+                **tracepoints,
+                "resource": (resource_tracepoint(config.prefix), RESOURCE),
+            }
         self._writer = EventWriter(
-            config.tracefs, tracepoints, config.multi_format, config.user_events_data
+            config.tracefs,
+            tracepoints,
+            config.multi_format and not eventheader,
+            config.user_events_data,
         )
         self._resources = ResourceAnnouncer(
             self._writer,
-            self._writer.registrations["resource"],
+            self._writer.registrations.get("resource"),
             config.resource_interval_millis,
             self._redact,
         )
+        self._cloud_role = CloudRole(self._redact)
+        """PartA's resource fields, in the EventHeader format."""
         self._shutdown = False
         self._metrics = False
         self._lock = threading.Lock()

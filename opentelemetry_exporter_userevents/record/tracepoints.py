@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 
 from opentelemetry_exporter_userevents.abi.format import EventFormat, split_multi_format_name
+from opentelemetry_exporter_userevents.record import eventheader
 from opentelemetry_exporter_userevents.record.schema import (
     ANNOUNCE,
     LOG,
@@ -106,7 +107,10 @@ def single_format_name(base: str, schema: Schema) -> str:
 
 
 def commands(base: str, schema: Schema) -> tuple[str, str]:
-    """The registration commands of tracepoint ``base``: (multi-format, single-format)."""
+    """The registration commands of tracepoint ``base``: (multi-format, single-format). An
+    EventHeader tracepoint has one, unversioned: its readers find it by its name."""
+    if schema is eventheader.TRACEPOINT:
+        return schema.command(base), schema.command(base)
     return schema.command(base), schema.command(single_format_name(base, schema))
 
 

@@ -1,26 +1,92 @@
 # Copyright The OpenTelemetry Authors
 # SPDX-License-Identifier: Apache-2.0
 
-"""EventHeader's numbers, the decoder's bounds, its error and what it gives.
+"""EventHeader's numbers (the wire contract, from record.eventheader, importable here as
+before), the decoder's bounds, its error and what it gives.
 
 EventHeader is Microsoft's convention for user_events (``libeventheader-tracepoint``'s
 ``eventheader.h``, LinuxTracepoints 1.4.0): other OpenTelemetry exporters write it, so the
-reader decodes it. The values here are that header's; the bounds are ours.
+reader decodes it. The bounds are ours.
 """
 
 from __future__ import annotations
 
-from enum import IntEnum, IntFlag
 from ipaddress import IPv4Address, IPv6Address
 from typing import NamedTuple, TypeAlias
 from uuid import UUID
 
-HEADER_SIZE = 8
-"""``struct eventheader``: flags, version, id, tag, opcode, level."""
-EXTENSION_HEADER_SIZE = 4
-"""``struct eventheader_extension``: size, kind."""
-NAME_MAX = 256
-"""``EVENTHEADER_NAME_MAX``: a tracepoint name is shorter."""
+from opentelemetry_exporter_userevents.record.eventheader import (
+    ENCODING_CARRAY,
+    ENCODING_CHAIN,
+    ENCODING_MASK,
+    ENCODING_VARRAY,
+    EXTENSION_CHAIN,
+    EXTENSION_HEADER_SIZE,
+    EXTENSION_KIND_MASK,
+    FORMAT_CHAIN,
+    FORMAT_MASK,
+    HEADER_SIZE,
+    KNOWN_FLAGS,
+    NAME_MAX,
+    Encoding,
+    ExtensionKind,
+    Format,
+    HeaderFlags,
+    Opcode,
+)
+
+__all__ = [
+    "Attributes",
+    "BAD_ACTIVITY_ID",
+    "BAD_ARRAY_FLAGS",
+    "BAD_ENCODING",
+    "BAD_FIELD_COUNT",
+    "BAD_TRACEPOINT_NAME",
+    "DUPLICATE_METADATA",
+    "EMPTY_ARRAY",
+    "EMPTY_STRUCT",
+    "ENCODING_CARRAY",
+    "ENCODING_CHAIN",
+    "ENCODING_MASK",
+    "ENCODING_VARRAY",
+    "EXTENSION_CHAIN",
+    "EXTENSION_HEADER_SIZE",
+    "EXTENSION_KIND_MASK",
+    "Encoding",
+    "EventField",
+    "EventHeaderError",
+    "EventHeaderEvent",
+    "ExtensionKind",
+    "FORMAT_CHAIN",
+    "FORMAT_MASK",
+    "Format",
+    "HEADER_SIZE",
+    "HeaderFlags",
+    "INVALID_EXTENSION",
+    "KNOWN_FLAGS",
+    "LEVEL_MISMATCH",
+    "MAX_METADATA_FIELDS",
+    "MAX_STRUCT_DEPTH",
+    "MAX_TOP_LEVEL_FIELDS",
+    "MAX_VALUES",
+    "NAME_MAX",
+    "NOT_EVENTHEADER",
+    "NO_METADATA",
+    "Opcode",
+    "REASONS",
+    "Scalar",
+    "TOO_DEEP",
+    "TOO_MANY_VALUES",
+    "TRUNCATED_EXTENSION",
+    "TRUNCATED_FIELD",
+    "TRUNCATED_HEADER",
+    "TRUNCATED_VALUE",
+    "TracepointName",
+    "UNKNOWN_FLAGS",
+    "UNTERMINATED_EVENT_NAME",
+    "Value",
+]
+
 MAX_STRUCT_DEPTH = 8
 """Structs nest at most this deep (the C++ EventEnumerator's stack); deeper metadata is
 refused, even where no payload reaches it."""
@@ -34,99 +100,6 @@ MAX_VALUES = 65536
 one payload byte, and a struct at least one value, so decoding is linear in the record's
 size; the exception, a struct whose fields the metadata cut short (empty, taking no
 bytes, yet repeatable 65535 times in an array), is what this bound caps."""
-
-
-class HeaderFlags(IntFlag):
-    POINTER64 = 0x01
-    LITTLE_ENDIAN = 0x02
-    EXTENSION = 0x04
-
-
-KNOWN_FLAGS = int(HeaderFlags.POINTER64 | HeaderFlags.LITTLE_ENDIAN | HeaderFlags.EXTENSION)
-"""An int: ``~`` of an IntFlag keeps only its own bits."""
-
-
-class ExtensionKind(IntEnum):
-    INVALID = 0
-    METADATA = 1
-    ACTIVITY_ID = 2
-
-
-EXTENSION_KIND_MASK = 0x7FFF
-EXTENSION_CHAIN = 0x8000
-"""Another extension block follows this one."""
-
-
-class Opcode(IntEnum):
-    INFO = 0
-    ACTIVITY_START = 1
-    ACTIVITY_STOP = 2
-    COLLECTION_START = 3
-    COLLECTION_STOP = 4
-    EXTENSION = 5
-    REPLY = 6
-    RESUME = 7
-    SUSPEND = 8
-    SEND = 9
-    RECEIVE = 0xF0
-
-
-class Encoding(IntEnum):
-    """The low 5 bits of a field's encoding byte: how long its value is."""
-
-    INVALID = 0
-    STRUCT = 1
-    VALUE8 = 2
-    VALUE16 = 3
-    VALUE32 = 4
-    VALUE64 = 5
-    VALUE128 = 6
-    ZSTRING_CHAR8 = 7
-    ZSTRING_CHAR16 = 8
-    ZSTRING_CHAR32 = 9
-    STRING_LENGTH16_CHAR8 = 10
-    STRING_LENGTH16_CHAR16 = 11
-    STRING_LENGTH16_CHAR32 = 12
-    BINARY_LENGTH16_CHAR8 = 13
-
-
-ENCODING_MASK = 0x1F
-ENCODING_CARRAY = 0x20
-"""A constant-length array: its count (u16, never 0) follows in the metadata."""
-ENCODING_VARRAY = 0x40
-"""A variable-length array: its count (u16) comes first in the payload."""
-ENCODING_CHAIN = 0x80
-"""A format byte follows the encoding byte."""
-
-
-class Format(IntEnum):
-    """The low 7 bits of a field's format byte: how its value reads. Unknown formats read
-    as the encoding's default."""
-
-    DEFAULT = 0
-    UNSIGNED_INT = 1
-    SIGNED_INT = 2
-    HEX_INT = 3
-    ERRNO = 4
-    PID = 5
-    TIME = 6
-    BOOLEAN = 7
-    FLOAT = 8
-    HEX_BYTES = 9
-    STRING8 = 10
-    STRING_UTF = 11
-    STRING_UTF_BOM = 12
-    STRING_XML = 13
-    STRING_JSON = 14
-    UUID = 15
-    PORT = 16
-    IP_ADDRESS = 17
-    IP_ADDRESS_OBSOLETE = 18
-
-
-FORMAT_MASK = 0x7F
-FORMAT_CHAIN = 0x80
-"""A field tag (u16) follows the format byte."""
 
 
 class EventHeaderError(ValueError):
