@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 
 from tests.reader.decode.eventheader_json import normal
+from tests.support import linuxtracepoints
 from tests.support import reader_process as proc
 from tests.support.kernel_support import wait_until
 from tests.support.otlp import flatten
-from tests.support.reader_process import ROOT
 
 pytestmark = pytest.mark.kernel
 
@@ -106,10 +106,6 @@ def test_an_instrumented_app_is_rebuilt_by_a_reader_started_first(prefix, tmp_pa
         assert log["severityNumber"] == 13 and log["severityText"] == "WARN"
 
 
-PERF_DECODE_BUILD = ROOT / (os.environ.get("LINUXTRACEPOINTS_BUILD") or "build/linuxtracepoints")
-"""LinuxTracepoints' build directory: ``bin/perf-collect`` and ``bin/perf-decode``."""
-
-
 def rfc3339(nanos: str) -> str:
     """OTLP's nanoseconds as Rust writes them (chrono's AutoSi), to compare with PartA."""
     seconds, fraction = divmod(int(nanos), 1_000_000_000)
@@ -139,9 +135,7 @@ def _is_struct(value: Any) -> bool:
 
 
 def test_perf_decode_reads_every_field_as_our_reader_does(prefix, tmp_path):
-    tools = PERF_DECODE_BUILD / "bin"
-    if not (tools / "perf-decode").exists():
-        pytest.skip(f"no perf-decode under {tools} (set LINUXTRACEPOINTS_BUILD)")
+    tools = linuxtracepoints.require() / "bin"  # CI builds it: missing, the test fails
     provider = f"{prefix}Pd"
     reader, output = proc.reader(tmp_path, "--prefix", prefix, "--provider", provider)
     data, log = tmp_path / "perf.data", tmp_path / "perf-collect.log"
