@@ -69,20 +69,25 @@ Attempt = Callable[[float], "Delivery | Retry"]
 
 
 def deliver(
-    attempt: Attempt, timeout: float, kind: str, sleep: Callable[[float], None] = time.sleep
+    attempt: Attempt,
+    timeout: float,
+    kind: str,
+    sleep: Callable[[float], None] = time.sleep,
+    attempts: int = MAX_ATTEMPTS,
 ) -> Delivery:
-    """Attempts until one ends the request, the attempts run out, or the next would start
+    """Attempts until one ends the request, ``attempts`` are made, or the next would start
     past the deadline (``timeout`` s from now); what became of the request. A request not
     taken after the retries may be taken later (``later``)."""
     deadline = time.monotonic() + timeout
-    for number in range(MAX_ATTEMPTS):
+    attempts = max(1, min(attempts, MAX_ATTEMPTS))
+    for number in range(attempts):
         result = attempt(deadline)
         if isinstance(result, Delivery):
             return result
         backoff = 2**number * random.uniform(1 - JITTER, 1 + JITTER)
         if result.retry_after is not None:
             backoff = result.retry_after
-        if number + 1 == MAX_ATTEMPTS or backoff > deadline - time.monotonic():
+        if number + 1 == attempts or backoff > deadline - time.monotonic():
             _logger.error(
                 "Failed to export %s batch due to timeout or max retries (last: %s).",
                 kind,

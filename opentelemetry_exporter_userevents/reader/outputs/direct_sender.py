@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint, metrics_data
 from opentelemetry_exporter_userevents.reader.outputs import otlp_http_output, otlp_proto_direct
+from opentelemetry_exporter_userevents.reader.outputs.collector_gate import CollectorGate
 from opentelemetry_exporter_userevents.reader.outputs.delivery import Delivery
 from opentelemetry_exporter_userevents.reader.outputs.health_metrics import Durations, error_type
 from opentelemetry_exporter_userevents.reader.outputs.spool import Segment, Spool
@@ -62,9 +63,9 @@ class Post(Protocol):
     """What a sender posts its requests with: :class:`.otlp_http_post.Poster` or
     :class:`.otlp_grpc_post.GrpcPoster`."""
 
-    def deliver(self, data: bytes) -> Delivery:
-        """Send ``data`` until it is taken or the deadline; what became of it (never
-        raises)."""
+    def deliver(self, data: bytes, attempts: int = ...) -> Delivery:
+        """Send ``data`` until it is taken, ``attempts`` are made, or the deadline; what
+        became of it (never raises)."""
         ...
 
     def close(self) -> None: ...
@@ -87,6 +88,8 @@ class DirectSender:
 
         self.spool: Spool | None = None
         """Where requests the collector may take later go (``--spool``)."""
+        self.gate: CollectorGate | None = None
+        """With a spool: whether the collector takes requests (shared by the senders)."""
         self.taken = False
         """Whether the last request was taken (the collector answers: drain the spool)."""
         self.in_flight: tuple[bytes, int] | None = None
@@ -96,11 +99,18 @@ class DirectSender:
         self.durations = Durations()
         """Each request's duration, its retries included, by ``error.type`` when not taken."""
 
-    def _deliver(self, data: bytes) -> Delivery:
+    def _deliver(self, data: bytes, probe: bool = False) -> Delivery:
+        """Posted (one attempt for a ``probe`` of a collector marked down); the gate marked
+        by what became of it."""
         started = time.monotonic()
-        delivery = self._poster.deliver(data)
+        delivery = self._poster.deliver(data, 1) if probe else self._poster.deliver(data)
         failed = "" if delivery.taken else error_type(delivery.reason or "not taken")
         self.durations.record(time.monotonic() - started, failed)
+        if self.gate is not None:
+            if delivery.taken:
+                self.gate.mark_up()
+            elif delivery.later:
+                self.gate.mark_down()
         return delivery
 
     def _count(self, reason: str, records: int) -> None:
@@ -127,6 +137,9 @@ class DirectSender:
             )
             self._count("larger than the exporter's max_request_size", len(records))
             return len(records)
+        if self.spool is not None and self.gate is not None and self.gate.down:
+            self.spool.put(self._kind, len(records) - failed, data)  # or counted dropped
+            return failed  # the collector is down: spooled at once, not posted
         self.in_flight = (data, len(records) - failed)
         delivery = self._deliver(data)  # the poster logged what went wrong
         self.in_flight = None
@@ -166,10 +179,11 @@ class DirectSender:
         data, records = in_flight
         return records if self.spool.put(self._kind, records, data) else 0
 
-    def resend(self, segment: Segment) -> tuple[bool, int]:
-        """Post a spooled request again: whether the collector answered (the segment is
-        done with: taken, or refused for good, counted), and its records not delivered."""
-        delivery = self._deliver(segment.payload)
+    def resend(self, segment: Segment, probe: bool = False) -> tuple[bool, int]:
+        """Post a spooled request again (one attempt: a ``probe``): whether the collector
+        answered (the segment is done with: taken, or refused for good, counted), and its
+        records not delivered."""
+        delivery = self._deliver(segment.payload, probe)
         self.taken = delivery.taken
         if not delivery.taken:
             if delivery.later:

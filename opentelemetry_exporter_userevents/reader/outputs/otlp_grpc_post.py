@@ -47,6 +47,7 @@ import grpc  # type: ignore[import-untyped]
 
 from opentelemetry_exporter_userevents.reader.outputs.delivery import (
     DEADLINE,
+    MAX_ATTEMPTS,
     Delivery,
     Retry,
     deliver,
@@ -118,11 +119,14 @@ class GrpcPoster:
         self._channel: Any = None
         self._call: Any = None
 
-    def deliver(self, data: bytes) -> Delivery:
-        """Send ``data`` (compressed by the channel) until it is taken or the deadline; what
-        became of it. Never raises; failures are logged as the exporter logs them."""
+    def deliver(self, data: bytes, attempts: int = MAX_ATTEMPTS) -> Delivery:
+        """Send ``data`` (compressed by the channel) until it is taken, ``attempts`` are
+        made, or the deadline; what became of it. Never raises; failures are logged as the
+        exporter logs them."""
         try:
-            return deliver(lambda at: self._try(data, at), self.timeout, self.kind, self.sleep)
+            return deliver(
+                lambda at: self._try(data, at), self.timeout, self.kind, self.sleep, attempts
+            )
         except Exception as error:  # noqa: BLE001 - a client that fails us: counted, not raised
             _logger.exception("Failed to export %s batch", self.kind)
             return Delivery(False, f"gRPC client error ({type(error).__name__})")

@@ -42,6 +42,7 @@ from urllib.parse import urlsplit
 
 from opentelemetry_exporter_userevents.reader.outputs.delivery import (
     DEADLINE,
+    MAX_ATTEMPTS,
     Delivery,
     Retry,
     deliver,
@@ -104,16 +105,18 @@ class Poster:
         """Post ``data`` until it is taken or the deadline; whether it was taken."""
         return self.deliver(data).taken
 
-    def deliver(self, data: bytes) -> Delivery:
-        """Post ``data`` (compressed here) until it is taken or the deadline; what became
-        of it. Never raises; failures are logged as the exporter's client logs them."""
+    def deliver(self, data: bytes, attempts: int = MAX_ATTEMPTS) -> Delivery:
+        """Post ``data`` (compressed here) until it is taken, ``attempts`` are made, or the
+        deadline; what became of it. Never raises; failures are logged as the exporter's
+        client logs them."""
         if self.compression == "gzip":
             data = gzip.compress(data)
         elif self.compression == "deflate":
             data = zlib.compress(data)
         return deliver(
-            lambda deadline: self._try(data, deadline), self.timeout, self.kind, self.sleep
-        )
+            lambda deadline: self._try(data, deadline), self.timeout, self.kind, self.sleep,
+            attempts,
+        )  # fmt: skip
 
     def _try(self, data: bytes, deadline: float) -> Delivery | Retry:
         """One attempt: the request's end (a 2xx, or an answer not retried), or a retry."""

@@ -12,7 +12,7 @@ tree view and an SDK exporter get them built into SDK objects here (:mod:`.sdk_o
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeAlias
 
@@ -20,6 +20,7 @@ from opentelemetry_exporter_userevents.reader.decode.checked_records import Chec
 from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Telemetry
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint, metrics_data
 from opentelemetry_exporter_userevents.reader.outputs import otlp_json, otlp_json_direct
+from opentelemetry_exporter_userevents.reader.outputs.collector_gate import CollectorGate
 from opentelemetry_exporter_userevents.reader.outputs.grouping import EncodedCache
 from opentelemetry_exporter_userevents.reader.outputs.sdk_items import sdk_spans_and_logs
 from opentelemetry_exporter_userevents.reader.outputs.spool import Spool
@@ -167,6 +168,11 @@ class ExporterOutput:
         self.failed = 0
         """Spans and logs the exporters did not take."""
         self.spool: Spool | None = None
+        self.gate = CollectorGate()
+        """Whether the collector takes requests (used with a spool)."""
+        self.backlog: Callable[[], int] = lambda: 0
+        """Batches waiting for the output (the output stage's queue sets it): the spool
+        drains while there are none."""
         self._not_sent: list[Item] = []
         from opentelemetry_exporter_userevents.reader.outputs import (  # noqa: PLC0415
             direct_sender,
@@ -224,8 +230,11 @@ class ExporterOutput:
                 result = None
             if getattr(result, "name", None) != "SUCCESS":
                 self.failed += len(points)
-        if self.spool is not None and any(s is not None and s.taken for s in self._senders()):
-            self._drain()  # the collector takes requests again
+        if self.spool is not None and (
+            self.gate.probe_due()
+            or (not self.gate.down and any(s is not None and s.taken for s in self._senders()))
+        ):
+            self._drain()  # the collector takes requests (again), or it is time to ask
 
     def use_spool(self, spool: Spool) -> None:
         """Requests the collector may take later go to ``spool`` (:mod:`.spool`), re-sent
@@ -239,7 +248,7 @@ class ExporterOutput:
             )
         self.spool = spool
         for sender in senders:
-            sender.spool = spool
+            sender.spool, sender.gate = spool, self.gate
 
     def _senders(self) -> tuple[direct_sender.DirectSender | None, ...]:
         return (self._direct_spans, self._direct_logs, self._direct_metrics)
@@ -275,26 +284,32 @@ class ExporterOutput:
         return spooled
 
     def idle(self) -> None:
-        """Nothing to write: try the spool's oldest requests (on the output's thread)."""
-        self._drain()
+        """Nothing to write: try the spool's oldest requests (on the output's thread), unless
+        the collector is down and it is not yet time to ask again."""
+        if not self.gate.down or self.gate.probe_due():
+            self._drain()
 
     def _drain(self) -> None:
-        """Re-send spooled requests, oldest first, until one is not taken."""
+        """Re-send spooled requests, oldest first, until one is not taken, or the output
+        has batches waiting (one at least is sent: the spool always moves on). A collector
+        marked down gets one attempt (a probe) for the first."""
         spool = self.spool
         if spool is None:
             return
+        first = True
         senders = {
             "spans": self._direct_spans,
             "logs": self._direct_logs,
             "metrics": self._direct_metrics,
         }
-        while (segment := spool.oldest()) is not None:
+        while (segment := spool.oldest()) is not None and (first or self.backlog() == 0):
             sender = senders.get(segment.kind)
             if sender is None:  # spooled by a reader that had this signal's exporter
                 self.failed += segment.records
                 spool.remove(segment, 0)
                 continue
-            done, failed = sender.resend(segment)
+            done, failed = sender.resend(segment, probe=first and self.gate.down)
+            first = False
             if not done:
                 return
             self.failed += failed

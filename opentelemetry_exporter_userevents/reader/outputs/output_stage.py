@@ -126,6 +126,8 @@ class OutputStage:
         self.queue: BoundedQueue[tuple[list[Telemetry], Counter[str]]] = BoundedQueue(
             STAGE, max_batches, max_bytes
         )
+        if hasattr(output, "backlog"):  # the spool drains while nothing waits
+            output.backlog = lambda: self.queue.counts()[0]  # type: ignore[attr-defined]
         self.deadline: float | None = None
         """When stopping ends (monotonic); set by :meth:`stop_by` or :meth:`close`."""
         self._lock = threading.Lock()
