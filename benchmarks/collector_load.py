@@ -67,6 +67,10 @@ SCENARIOS: list[tuple[str, float, list[tuple[float, str]]]] = [
 """(name, seconds of load, (second, action) during it)."""
 
 
+readers_stderr: list[Path] = []
+"""Every reader's stderr (progress lines and summary), kept for the result."""
+
+
 class Reader:
     """``record --prefix '*'`` with an output, its ready file awaited, its RSS sampled."""
 
@@ -89,6 +93,7 @@ class Reader:
             assert self.process.poll() is None, "the reader exited at start"
             time.sleep(0.05)
         self.stderr = directory / "stderr"
+        readers_stderr.append(self.stderr)
 
     def rss_kib(self) -> int:
         return sum(status(pid, "VmRSS") for pid in family(self.process.pid))
@@ -115,6 +120,26 @@ def health(spool: Path) -> dict[str, int]:
         "failed": sum(f[2] for f in found["failed"] if f[0] in kinds),
         "exported": sum(found["exported"].get(k, 0) for k in kinds),
         "pid": found["pid"],
+    }
+
+
+def flow(spool: Path) -> dict[str, int]:
+    """Where the reader's records are, from its health file: taken by the collector,
+    queued or in the output's hands, spooled and re-sent (spans and logs), the spool's
+    requests."""
+    try:
+        found = json.loads((spool / "health.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    kinds = ("span", "log")
+    return {
+        "pid": found["pid"],
+        "exported": sum(found["exported"].get(k, 0) for k in kinds),
+        "inflight": sum(found["inflight"].get(k, 0) for k in kinds),
+        "spooled": sum(found["spooled"].get(k, 0) for k in kinds),
+        "resent": sum(found["resent"].get(k, 0) for k in kinds),
+        "spool_requests": found["spool_requests"],
+        "dropped": sum(d[3] for d in found["dropped"] if d[2] in kinds),
     }
 
 
@@ -193,6 +218,7 @@ def scenario(
         **counted,
         "unaccounted": written - delivered - sum(counted.values()),
         "answered": dict(proxy.answered),
+        "services": services,
     }
 
 
@@ -271,22 +297,24 @@ def in_guest(options: argparse.Namespace) -> dict[str, Any]:
     to_file.stop()
     spool = work / "spool"
     env = {"OTEL_EXPORTER_OTLP_ENDPOINT": proxy.url}
-    common = ["--exporter", "otlp_proto_http", "--health-interval", "1", *buffer]
+    common = ["--exporter", "otlp_proto_http", "--health-interval", "1", "--progress", *buffer]
     reader = Reader([*common, "--spool", str(spool)], env)
     services = [f"burst-tpc{n}" for n in range(2)]
     rates["collector"] = burst(
         options.burst, lambda: sum(sink.counts(s)[0] for s in services), "tpc"
     )
     samples: list[tuple[float, int, str]] = []
-    current = {"name": "burst", "reader": reader}
+    current = {"name": "burst", "reader": reader, "spool": spool}
     started = time.monotonic()
     running = True
 
+    timeline: list[dict[str, Any]] = []
+
     def sample() -> None:
         while running:
-            samples.append(
-                (time.monotonic() - started, current["reader"].rss_kib(), current["name"])
-            )
+            at = time.monotonic() - started
+            samples.append((at, current["reader"].rss_kib(), current["name"]))
+            timeline.append({"t": round(at, 1), **flow(current["spool"])})
             time.sleep(1)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -305,20 +333,33 @@ def in_guest(options: argparse.Namespace) -> dict[str, Any]:
             subprocess.run(mount, check=True)
             current["reader"] = reader = Reader([*common, "--spool", str(small / "spool")], env)
             context = (sink, rotel, proxy, reader, small / "spool")
+            current["spool"] = small / "spool"
         results.append(scenario(name, seconds, actions, options.rate, context))
         print(json.dumps(results[-1]), flush=True)
     running = False
     sampler.join()
     summary = reader.stop()
     rotel.stop()
+    stderr_tails = {str(p): _tail(p) for p in readers_stderr}
     return {
         "rates": rates,
         "scenarios": results,
         "rss": samples,
+        "timeline": timeline,
+        "late": {row["name"]: sum(sink.counts(s)[0] for s in row["services"]) for row in results},
         "summary": summary,
         "rate": options.rate,
         "sink_errors": sink.errors[:10],
+        "stderr": stderr_tails,
+        "rotel_log": _tail(work / "rotel.log") + rotel.console(),
     }
+
+
+def _tail(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")[-3000:]
+    except OSError:
+        return ""
 
 
 def report(result: dict[str, Any], machine: str) -> str:

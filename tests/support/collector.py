@@ -140,6 +140,8 @@ class Rotel:
         self.process: subprocess.Popen[str] | None = None
 
     def start(self) -> None:
+        # its console output to a file: a pipe nobody reads would stop it once full
+        console = self.log.with_suffix(".console").open("a")
         process = self.process = subprocess.Popen(
             [rotel_agent(), "start",
              "--otlp-http-endpoint", f"127.0.0.1:{self.http_port}",
@@ -147,11 +149,12 @@ class Rotel:
              "--exporter", "otlp", "--otlp-exporter-endpoint", self.sink.url,
              "--otlp-exporter-protocol", "http", "--batch-timeout", "200ms",
              "--log-file", str(self.log)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            stdout=console, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
+        console.close()
 
         def listening() -> bool:
-            assert process.poll() is None, process.communicate()[0]
+            assert process.poll() is None, self.console()
             try:
                 for port in (self.http_port, self.grpc_port):
                     socket.create_connection(("127.0.0.1", port), timeout=1).close()
@@ -161,17 +164,24 @@ class Rotel:
 
         assert wait_until(listening, 60), "rotel did not listen within 60 s"
 
+    def console(self) -> str:
+        """What rotel printed (its last 4,000 characters)."""
+        try:
+            return self.log.with_suffix(".console").read_text(errors="replace")[-4000:]
+        except OSError:
+            return ""
+
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
-            self.process.communicate()
+            self.process.wait()
         self.process = None
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:
-                self.process.communicate(timeout=30)
+                self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.kill()
         self.process = None
