@@ -108,7 +108,7 @@ def _metric_requests(tmp: Path) -> tuple[list[Path], list[dict[str, Any]]]:
         path = tmp / f"metrics-{number}.pb"
         path.write_bytes(request.SerializeToString())
         paths.append(path)
-        requests.append(json_format.MessageToDict(request))
+        requests.append(json_format.MessageToDict(request, use_integers_for_enums=True))
     return paths, requests
 
 
