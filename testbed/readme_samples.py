@@ -65,6 +65,8 @@ _RULES: list[tuple[str, str]] = [
     (r"from (\w+) \(\d+\)", r"from \1 (<n>)"),
     (r"\d+ kernel events", "<n> kernel events"),
     (r"\d+ of \d+ clock checks", "<n> of <n> clock checks"),
+    (r", the worst <duration> outside", ""),
+    (r"; clocksource \w+( \(coarse[^)]*\))?", "; clocksource <clocksource>"),
     (r"^(\s*)⚙ .*", r"\1⚙ <the kernel's figures>"),
 ]
 """What legitimately varies between runs, in order, as (pattern, replacement)."""
