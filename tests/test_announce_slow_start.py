@@ -47,8 +47,8 @@ class FakeReader:
         clock = SimpleNamespace(monotonic=lambda: self.now, sleep=self.sleep)
         monkeypatch.setattr(announce, "time", clock)
         monkeypatch.setattr(announce, "_gave_up_once", False)
-        monkeypatch.setattr(announce, "_warned_slow", False, raising=False)
-        monkeypatch.setattr(announce, "_waited_in_process", 0.0, raising=False)
+        if hasattr(announce, "_SlowStart"):  # a new process's
+            monkeypatch.setattr(announce, "_slow_start", announce._SlowStart())
 
     def sleep(self, seconds: float) -> None:
         self.now += seconds

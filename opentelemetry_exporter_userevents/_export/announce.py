@@ -26,10 +26,12 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from opentelemetry_exporter_userevents import _forksafe
 from opentelemetry_exporter_userevents.abi.errors import UserEventsError
 from opentelemetry_exporter_userevents.abi.uapi import USER_EVENT_REG_MULTI_FORMAT
 from opentelemetry_exporter_userevents.abi.user_events import Registration, UserEventsData
@@ -58,11 +60,30 @@ reader answers each exporter in a few ms on a real machine, and its emulated tes
 (tens of times slower) measured 153.6 ms for a span and a log exporter (README,
 "Performance"); past this, the reader is starved of a CPU (2,371 ms was seen on a loaded
 host), and the app's start pays for it with no other word."""
-_waited_in_process = 0.0
-"""Seconds this process's announcements have waited for a reader that then listened."""
-_warned_slow = False
-"""Set before the slow-start warning is logged: it is logged once per process, and a
-handler that exports it through one of our exporters cannot make it log again."""
+
+
+class _SlowStart:
+    """The process's announcement waits for a reader that then listened, and whether the
+    warning was logged (it is set before: logged once, and a handler that exports it through
+    one of our exporters cannot make it log again)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # exporters built on several threads warn once too
+        self.waited = 0.0
+        self.warned = False
+        _forksafe.register(self)
+
+    def add(self, waited: float) -> float | None:
+        """Count ``waited`` seconds; the total, the first time it passes the bound."""
+        with self._lock:
+            self.waited += waited
+            if self.warned or self.waited * 1000 <= SLOW_START_MS:
+                return None
+            self.warned = True
+            return self.waited
+
+
+_slow_start = _SlowStart()
 _FIRST_STEP = 0.0005
 _LAST_STEP = 0.01
 
@@ -161,18 +182,16 @@ def announce(
 def _count_wait(waited: float, prefix: str) -> None:
     """Add a wait to the process's total; warn, once per process, when the total passes
     :data:`SLOW_START_MS`."""
-    global _waited_in_process, _warned_slow
-    _waited_in_process += waited
-    if _warned_slow or _waited_in_process * 1000 <= SLOW_START_MS:
+    total = _slow_start.add(waited)
+    if total is None:
         return
-    _warned_slow = True
     _logger.warning(
         "user_events: waiting for a machine-wide reader (otel-userevents --prefix '*') to "
         "listen has slowed this process's start by %d ms (more than %d ms; prefix %r waited "
         "%d ms): the reader is slow to answer. Give it a CPU of its own, or lower "
         "OTEL_EXPORTER_USER_EVENTS_ANNOUNCE_TIMEOUT (0: no wait, and that reader may miss "
         "the first records)",
-        _waited_in_process * 1000,
+        total * 1000,
         SLOW_START_MS,
         prefix,
         waited * 1000,
