@@ -50,7 +50,7 @@ _RULES: list[tuple[str, str]] = [
         r"^\S+-\d+ +\[\d+\] \S+ +\d+\.\d+: otel_span\S*:",
         "<task>-<pid> [<cpu>] <flags> <time>: otel_span<id>:",
     ),
-    (r"(_ns|resource_id)=0x[0-9a-f]+ \(\d+\)", r"\1=<n>"),
+    (r"(_ns|resource_id)=0x[0-9a-f]+ \(-?\d+\)", r"\1=<n>"),  # resource_id is signed
     (r"\"time_ns\":\d+", '"time_ns":<n>'),
     (r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z", "<time>"),
     (r"\b[0-9a-f]{32}\b", "<trace-id>"),

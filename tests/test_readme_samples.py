@@ -30,6 +30,9 @@ def another_run(lines: list[str]) -> list[str]:
     text = re.sub(r"from checkout \(\d+\)", "from checkout (21)", text)
     text = re.sub(r"pidns\d+", "pidns4026532000", text)
     text = re.sub(r"(_ns=0x)[0-9a-f]+ \(\d+\)", r"\g<1>1 (1)", text)
+    text = re.sub(
+        r"resource_id=0x\w+ \(\d+\)", "resource_id=0xa2aed2a3ac9df68e (-6724205593200036210)", text
+    )
     text = re.sub(r"(url.path=|\"url.path\":\")/cart/\d", r"\g<1>/cart/7", text)
     text = re.sub(r"python\S*-\d+ +\[\d+\]", "python3-123 [001]", text)
     return text.splitlines()
