@@ -12,7 +12,9 @@ every one of its tracepoints is listened to: the reader enables them as soon as 
 the announcement, so a job that writes at once and exits is recorded whole. Then it waits
 as long again, for a second machine-wide reader that heard the same record. If the time
 passes first, the writer says so there (``ANNOUNCE_GAVE_UP``) and writes on, and the
-process's later exporters announce without waiting. A writer that
+process's later exporters announce without waiting. When the waits that a reader did
+answer add up to more than :data:`SLOW_START_MS`, the process warns once: its start is
+slower for a reader that is slow to answer. A writer that
 finds the tracepoint not listened to (no machine-wide reader) pays one registration more.
 A tool that enables every user event (``trace-cmd record -e 'user_events_multi:*'``)
 enables this tracepoint too; the writer sees one enable bit and cannot tell it from a
@@ -24,10 +26,12 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from opentelemetry_exporter_userevents import _forksafe
 from opentelemetry_exporter_userevents.abi.errors import UserEventsError
 from opentelemetry_exporter_userevents.abi.uapi import USER_EVENT_REG_MULTI_FORMAT
 from opentelemetry_exporter_userevents.abi.user_events import Registration, UserEventsData
@@ -50,6 +54,36 @@ _gave_up_once = False
 """Set when a wait in this process timed out (a stalled reader, or the instance of a killed
 one): later exporters of the process announce without waiting, so the process pays the
 timeout once, not once per exporter."""
+SLOW_START_MS = 500
+"""How long a process's announcement waits may add up to before it warns, once: a machine-wide
+reader answers each exporter in a few ms on a real machine, and its emulated test bed
+(tens of times slower) measured 153.6 ms for a span and a log exporter (README,
+"Performance"); past this, the reader is starved of a CPU (2,371 ms was seen on a loaded
+host), and the app's start pays for it with no other word."""
+
+
+class _SlowStart:
+    """The process's announcement waits for a reader that then listened, and whether the
+    warning was logged (it is set before: logged once, and a handler that exports it through
+    one of our exporters cannot make it log again)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # exporters built on several threads warn once too
+        self.waited = 0.0
+        self.warned = False
+        _forksafe.register(self)
+
+    def add(self, waited: float) -> float | None:
+        """Count ``waited`` seconds; the total, the first time it passes the bound."""
+        with self._lock:
+            self.waited += waited
+            if self.warned or self.waited * 1000 <= SLOW_START_MS:
+                return None
+            self.warned = True
+            return self.waited
+
+
+_slow_start = _SlowStart()
 _FIRST_STEP = 0.0005
 _LAST_STEP = 0.01
 
@@ -135,12 +169,33 @@ def announce(
         # as slow as the first catch up.
         waited = time.monotonic() - started
         time.sleep(max(0.0, min(waited, deadline - time.monotonic())))
-        return Announcement(True, time.monotonic() - started)
+        waited = time.monotonic() - started
+        _count_wait(waited, prefix)
+        return Announcement(True, waited)
     finally:
         try:
             registration.unregister()
         except UserEventsError:
             pass
+
+
+def _count_wait(waited: float, prefix: str) -> None:
+    """Add a wait to the process's total; warn, once per process, when the total passes
+    :data:`SLOW_START_MS`."""
+    total = _slow_start.add(waited)
+    if total is None:
+        return
+    _logger.warning(
+        "user_events: waiting for a machine-wide reader (otel-userevents --prefix '*') to "
+        "listen has slowed this process's start by %d ms (more than %d ms; prefix %r waited "
+        "%d ms): the reader is slow to answer. Give it a CPU of its own, or lower "
+        "OTEL_EXPORTER_USER_EVENTS_ANNOUNCE_TIMEOUT (0: no wait, and that reader may miss "
+        "the first records)",
+        total * 1000,
+        SLOW_START_MS,
+        prefix,
+        waited * 1000,
+    )
 
 
 def _write(registration: Registration, event: int, wait_ms: int, prefix: str) -> None:

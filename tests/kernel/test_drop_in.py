@@ -3,8 +3,9 @@
 
 """Drop-in without surprises, on the kernel: nothing raises into the application from any
 entry point whatever it is handed, listened by a real tracer and detached; exports racing
-shutdown never write to a descriptor the exporter gave back; and README.rst's drop-in line
-and its trace_pipe recipe, read out of the file and run as written, do what it says."""
+shutdown never write to a descriptor the exporter gave back; README.rst's drop-in line
+and its trace_pipe recipe, read out of the file and run as written, do what it says; and
+the program output README.rst quotes is what the programs print now."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from opentelemetry_exporter_userevents import UserEventsSpanExporter
+from testbed import readme_samples
 from tests.conftest import Listener
 from tests.support.kernel_support import wait_until
 from tests.support.otlp import flatten
@@ -243,3 +245,13 @@ def test_the_readme_trace_pipe_recipe_shows_spans_and_its_clean_up_disables_them
                     enable.write("0")
             except OSError:
                 pass  # gone with the app
+
+
+def test_the_readmes_samples_are_what_the_programs_print_now():
+    """Each block README.rst marks ``.. sample: NAME`` against the same command run now
+    (testbed/readme_samples.py), ids, times, durations and timing's counts blanked. A
+    difference is fixed by ``python -m testbed.readme_samples --write``, or is a bug."""
+    fresh = readme_samples.run_all()
+    assert sorted(fresh) == sorted(readme_samples.SAMPLES)
+    found = readme_samples.differences(readme_samples.README.read_text(), fresh)
+    assert found == {}, "\n".join(f"sample {name}:\n{diff}" for name, diff in found.items())
