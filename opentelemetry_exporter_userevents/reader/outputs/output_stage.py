@@ -127,7 +127,7 @@ class OutputStage:
             STAGE, max_batches, max_bytes
         )
         if hasattr(output, "backlog"):  # the spool drains while nothing waits
-            output.backlog = lambda: self.queue.counts()[0]  # type: ignore[attr-defined]
+            output.backlog = lambda: self.queue.counts()[0]
         self.deadline: float | None = None
         """When stopping ends (monotonic); set by :meth:`stop_by` or :meth:`close`."""
         self._lock = threading.Lock()
