@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from benchmarks import (
     capture_memory,
     reader_eventheader,
@@ -83,18 +85,21 @@ def _captured(fake: FakeKernel, count: int) -> dict[str, Any]:
         for number in range(count):
             benchmark_span(tracer, number)
         provider.shutdown()
-        phases[name] = {"written": exporter.stats.written}
+        phases[name] = {"written": exporter.stats.written, "formats": []}
     fake.settle()
-    formats, phase_of = [], {}  # the announcements' tracepoint is not the reader's: left out
+    phase_of = {}  # the announcements' tracepoint is not the reader's: left out
     for index, command in enumerate(fake.commands):
         name = command.split(" ", 1)[0]
         ours = parse_tracepoint(name)
         if name.startswith(reader_eventheader.PROVIDER):
-            formats.append(("user_events", eventheader_format(name, 100 + index)))
             phase_of[index] = "eventheader"
+            text = eventheader_format(name, 100 + index)
         elif ours is not None:
-            formats.append(("user_events", format_text(ours.schema, name, 100 + index)))
             phase_of[index] = "ours"
+            text = format_text(ours.schema, name, 100 + index)
+        else:
+            continue
+        phases[phase_of[index]]["formats"].append(("user_events", text))
     events: dict[str, list[bytes]] = {name: [] for name in phases}
     for message in fake.messages:
         index = int.from_bytes(message[:4], "little")
@@ -102,7 +107,7 @@ def _captured(fake: FakeKernel, count: int) -> dict[str, Any]:
             events[phase_of[index]].append(data_event(10, record(100 + index, message[4:])))
     for name, phase in phases.items():
         phase["pages"] = [p.hex() for p in _pages(events[name])]
-    return {"spans": count, "formats": formats, "phases": phases, "lost": 0}
+    return {"spans": count, "phases": phases, "lost": 0}
 
 
 def _pages(events: list[bytes]) -> list[bytes]:
@@ -146,3 +151,12 @@ def test_the_rates_are_spans_over_the_best_time_and_eventheaders_over_ours() -> 
     assert figures["ratio"] == {"decoded": 0.5, "checked": 0.4, "otlp_json": 0.5,
                                 "records_decoded": 50 / 101}  # fmt: skip
     assert "EventHeader 50/s: 0.50x ours" in reader_eventheader.report(figures)[1]
+
+
+def test_a_phase_whose_formats_share_an_event_id_is_refused() -> None:
+    # The kernel gives a deleted tracepoint's id to the next one registered: formats of
+    # different phases mixed would decode one format's records with another's layout.
+    phase = {"formats": [("user_events", eventheader_format("bench_eh_L4K1", 100)),
+                         ("user_events", eventheader_format("bench_eh_L5K1", 100))]}  # fmt: skip
+    with pytest.raises(ValueError, match="event id 100 is both bench_eh_L4K1 and bench_eh_L5K1"):
+        reader_eventheader.decoder_for(phase)
