@@ -12,6 +12,8 @@ SDK's ALWAYS_OFF, the least any sampler can cost). ``c_batch`` and
 ``OTEL_PYTHON_CONFIGURATOR=user_events``, and a configuration file's ``simple``);
 ``c_floor`` is a processor that does nothing, the least any processor costs; ``d_floor`` is d
 writing one fixed payload instead of encoding each item, the least any encoder can cost.
+``c_eh`` and ``d_eh`` are c and d with ``format="eventheader"`` (Common Schema events on
+``<prefix>_L<level>K1``): what choosing that format costs, beside the default.
 
 The ``logging`` signal is a standard-library ``logger.info`` call: b with no OpenTelemetry
 handler, h through ``UserEventsLoggingHandler`` (what the configurator installs) with
@@ -79,8 +81,10 @@ ATTRIBUTES = {
 EVENT_ATTRIBUTES = {"items": 4}
 RESOURCE = Resource({"service.name": "checkout", "host.name": "bench"})
 PREFIX = "bench"
-"""Each configuration registers its own tracepoints (``bench_c_span``, ...): a listener of
-one must not make another one listened."""
+"""Each configuration registers its own tracepoints (``bench_c_span``, ``bench_d_eh_L4K1``,
+...): a listener of one must not make another one listened."""
+EVENTHEADER_KEYS = ("c_eh", "d_eh")
+"""The configurations whose exporter writes ``format="eventheader"``."""
 
 LABELS = {
     "spans": {
@@ -90,8 +94,10 @@ LABELS = {
         "c_floor": "SDK + a processor that does nothing (any processor's floor)",
         "c_batch": "SDK + BatchSpanProcessor(user_events), nobody listening",
         "c_simple": "SDK + SimpleSpanProcessor(user_events), nobody listening",
+        "c_eh": 'SDK + user_events, format="eventheader", nobody listening',
         "d": "SDK + user_events, ftrace listening",
         "d_floor": "d writing one fixed payload, no encoding (any encoder's floor)",
+        "d_eh": 'SDK + user_events, format="eventheader", ftrace listening',
         "e": "SDK + OTLP protobuf encoding",
         "f": "SDK + ConsoleSpanExporter to /dev/null",
         "g": "UserEventsTracerProvider (sampler) and user_events, nobody listening",
@@ -104,8 +110,10 @@ LABELS = {
         "c_floor": "SDK + a processor that does nothing (any processor's floor)",
         "c_batch": "SDK + BatchLogRecordProcessor(user_events), nobody listening",
         "c_simple": "SDK + SimpleLogRecordProcessor(user_events), nobody listening",
+        "c_eh": 'SDK + user_events, format="eventheader", nobody listening',
         "d": "SDK + user_events, ftrace listening",
         "d_floor": "d writing one fixed payload, no encoding (any encoder's floor)",
+        "d_eh": 'SDK + user_events, format="eventheader", ftrace listening',
         "e": "SDK + OTLP protobuf encoding",
         "f": "SDK + ConsoleLogRecordExporter to /dev/null",
     },
@@ -244,6 +252,21 @@ class Listening:
         os.rmdir(os.path.join(self.tracefs.path, "instances", self.instance))
 
 
+def exporter_format(key: str) -> str | None:
+    """``"eventheader"`` for the EventHeader configurations, else the default format."""
+    return "eventheader" if key in EVENTHEADER_KEYS else None
+
+
+def listened(
+    exporter: UserEventsSpanExporter | UserEventsLogExporter,
+    registrations: list[Registration | None],
+) -> list[Registration | None]:
+    """The workload's tracepoints and, in our format, the resource's (EventHeader's records
+    carry the resource in each record: it registers no resource tracepoint)."""
+    resource = exporter._writer.registrations.get("resource", False)
+    return registrations if resource is False else [*registrations, resource]
+
+
 # --- The configurations ------------------------------------------------------------------
 
 
@@ -262,15 +285,13 @@ def span_setup(key: str) -> Setup:
     setup.closers.append(provider.shutdown)
     if sampler is not None:
         setup.closers.append(sampler.close)
-    if key in ("c", "d", "d_floor", "g"):
-        exporter = UserEventsSpanExporter(prefix=prefix)
+    if key in ("c", "d", "d_floor", "g", *EVENTHEADER_KEYS):
+        exporter = UserEventsSpanExporter(prefix=prefix, format=exporter_format(key))
         provider.add_span_processor(UserEventsSpanProcessor(exporter))
         if key == "d_floor":
             fixed_payload(exporter)
-        if key in ("d", "d_floor"):
-            listening = Listening(
-                [exporter.registration, exporter._writer.registrations["resource"]], prefix
-            )
+        if key in ("d", "d_floor", "d_eh"):
+            listening = Listening(listened(exporter, [exporter.registration]), prefix)
             setup.closers.append(listening.close)
     elif key == "c_floor":
         provider.add_span_processor(SpanProcessor())
@@ -297,17 +318,14 @@ def log_setup(key: str) -> Setup:
     provider = LoggerProvider(resource=RESOURCE)
     setup = Setup(key, log_workload(provider.get_logger("checkout", "1.0.0")))
     setup.closers.append(provider.shutdown)
-    if key in ("c", "d", "d_floor"):
-        exporter = UserEventsLogExporter(prefix=prefix)
+    if key in ("c", "d", "d_floor", *EVENTHEADER_KEYS):
+        exporter = UserEventsLogExporter(prefix=prefix, format=exporter_format(key))
         provider.add_log_record_processor(UserEventsLogRecordProcessor(exporter))
         if key == "d_floor":
             fixed_payload(exporter)
-        if key in ("d", "d_floor"):
-            registrations = [
-                exporter.registrations["info"],
-                exporter._writer.registrations["resource"],
-            ]
-            listening = Listening(registrations, prefix)
+        if key in ("d", "d_floor", "d_eh"):
+            info = exporter.registration_for(SeverityNumber.INFO.value)
+            listening = Listening(listened(exporter, [info]), prefix)
             setup.closers.append(listening.close)
     elif key == "c_floor":
         provider.add_log_record_processor(NothingLogRecordProcessor())
@@ -367,9 +385,10 @@ def logging_setup(key: str) -> Setup:
     return setup
 
 
-HOST_KEYS = ("a", "b", "c", "c_floor", "c_batch", "c_simple", "e", "f", "g", "g_off", "h",
-             "h_sdk")  # fmt: skip
-GUEST_KEYS = ("a", "b", "c", "c_floor", "d", "d_floor", "e", "f", "g", "g_off", "h", "h_sdk")
+HOST_KEYS = ("a", "b", "c", "c_floor", "c_batch", "c_simple", "c_eh", "e", "f", "g", "g_off",
+             "h", "h_sdk")  # fmt: skip
+GUEST_KEYS = ("a", "b", "c", "c_floor", "c_eh", "d", "d_floor", "d_eh", "e", "f", "g", "g_off",
+              "h", "h_sdk")  # fmt: skip
 SETUPS = {"spans": span_setup, "logs": log_setup, "logging": logging_setup}
 
 

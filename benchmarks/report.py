@@ -157,12 +157,33 @@ def text(results: dict[str, Any]) -> str:
     for signal in SIGNALS:
         parts += ["", f"{signal.capitalize()}:", "", table(results, signal)]
     parts += ["", "Targets (ratios from one run):", *(t.line() for t in targets(results))]
+    parts += ["", "EventHeader against the default format (ratios from one run):"]
+    parts += formats(results)
     return "\n".join(parts)
+
+
+def formats(results: dict[str, Any]) -> list[str]:
+    """What ``format="eventheader"`` costs beside the default format: not listened to, c_eh
+    against c over b; listened to, what encoding and writing add to b, d_eh - b against d - b."""
+    lines = []
+    runs = [("host", results.get("host")), *guests(results).items()]
+    for signal in ("spans", "logs"):
+        for where, run in runs:
+            off = _ratio(run, signal, "c_eh", "c")
+            on = _ratio(run, signal, "d_eh", "d", minus="b")
+            if off is None and on is None:
+                continue
+            shown = [] if off is None else [f"nobody listening c_eh / c = {off:.3f}"]
+            shown += [] if on is None else [f"listened (d_eh - b) / (d - b) = {on:.2f}x"]
+            lines.append(f"- {signal}, {where}: " + "; ".join(shown))
+    return lines or ["- not measured"]
 
 
 _COLORS = {
     "c": "#4c72b0",
+    "c_eh": "#8da0cb",
     "d": "#4c72b0",
+    "d_eh": "#8da0cb",
     "d_floor": "#9a9a9a",
     "g": "#4c72b0",
     "h": "#4c72b0",
@@ -170,7 +191,8 @@ _COLORS = {
     "f": "#c44e52",
     "h_sdk": "#c44e52",
 }
-"""This exporter in blue, what a user would otherwise pick in red, references in grey."""
+"""This exporter in blue (light: ``format="eventheader"``), what a user would otherwise pick
+in red, references in grey."""
 
 
 def plot(results: dict[str, Any], path: str) -> bool:

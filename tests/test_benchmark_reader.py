@@ -2,17 +2,30 @@
 # SPDX-License-Identifier: Apache-2.0
 
 """The reader benchmarks' host parts on small inputs: a capture's pages written as a
-trace.dat decode back, and the targets block says met or by how much it is missed."""
+trace.dat decode back, the targets block says met or by how much it is missed, and
+EventHeader's and our format's pages of the same spans both go through every stage."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from benchmarks import capture_memory, reader_memory, reader_targets, reader_tools
+import pytest
+
+from benchmarks import (
+    capture_memory,
+    reader_eventheader,
+    reader_memory,
+    reader_targets,
+    reader_tools,
+)
+from benchmarks.reader_capture import benchmark_span
 from opentelemetry_exporter_userevents.reader.capture import decode_file
-from tests.support.captures import HEADER_EVENT
-from tests.support.pages import HEADER_PAGE, data_event, page
+from opentelemetry_exporter_userevents.record.tracepoints import parse_tracepoint
+from tests.support.captures import HEADER_EVENT, format_text
+from tests.support.eventheader_captures import eventheader_format
+from tests.support.fake_kernel import FakeKernel
+from tests.support.pages import HEADER_PAGE, data_event, page, record
 
 
 def test_a_captures_pages_become_a_trace_dat_the_reader_decodes(tmp_path: Path) -> None:
@@ -59,3 +72,91 @@ def test_the_targets_block_says_met_or_by_how_much_each_is_missed() -> None:
 def test_the_memory_report_names_the_peak_and_what_was_lost() -> None:
     text = reader_memory.report(_results(1, 1, 1, 1, 150 << 10)["memory"], "m")
     assert "rebuilt 10, lost 0" in text and text.endswith("under 200 MiB: met")
+
+
+def _captured(fake: FakeKernel, count: int) -> dict[str, Any]:
+    """A capture as ``reader_eventheader.capture`` saves one, from what both formats' writers
+    wrote to the stand-in for user_events_data: each format's records in pages, each
+    tracepoint's ``format`` file."""
+    phases: dict[str, Any] = {}
+    for name, fmt in reader_eventheader.FORMATS.items():
+        exporter, provider = reader_eventheader.writer(fmt, tracefs=fake.tracefs)
+        tracer = provider.get_tracer("bench", "1.0")
+        for number in range(count):
+            benchmark_span(tracer, number)
+        provider.shutdown()
+        phases[name] = {"written": exporter.stats.written, "formats": []}
+    fake.settle()
+    phase_of = {}  # the announcements' tracepoint is not the reader's: left out
+    for index, command in enumerate(fake.commands):
+        name = command.split(" ", 1)[0]
+        ours = parse_tracepoint(name)
+        if name.startswith(reader_eventheader.PROVIDER):
+            phase_of[index] = "eventheader"
+            text = eventheader_format(name, 100 + index)
+        elif ours is not None:
+            phase_of[index] = "ours"
+            text = format_text(ours.schema, name, 100 + index)
+        else:
+            continue
+        phases[phase_of[index]]["formats"].append(("user_events", text))
+    events: dict[str, list[bytes]] = {name: [] for name in phases}
+    for message in fake.messages:
+        index = int.from_bytes(message[:4], "little")
+        if index in phase_of:
+            events[phase_of[index]].append(data_event(10, record(100 + index, message[4:])))
+    for name, phase in phases.items():
+        phase["pages"] = [p.hex() for p in _pages(events[name])]
+    return {"spans": count, "phases": phases, "lost": 0}
+
+
+def _pages(events: list[bytes]) -> list[bytes]:
+    pages, body, used = [], [], 16
+    for event in events:
+        if used + len(event) > 4096:
+            pages.append(page(1000 + len(pages), body))
+            body, used = [], 16
+        body.append(event)
+        used += len(event)
+    return [*pages, page(1000 + len(pages), body)]
+
+
+def test_eventheader_and_our_format_decode_side_by_side_from_the_same_spans(
+    monkeypatch: Any, tmp_path: Path
+) -> None:
+    captured = _captured(FakeKernel(monkeypatch, tmp_path), 40)
+
+    figures = reader_eventheader.measure(captured, repeat=2)
+    lines = reader_eventheader.report(figures)
+
+    assert [figures[n]["spans"] for n in ("ours", "eventheader")] == [40, 40]
+    assert figures["ours"]["records"] == 41 and figures["eventheader"]["records"] == 40
+    assert figures["eventheader"]["pages"] > 1, "records of several pages"
+    assert all(figures[n][f"{p}_per_s"] > 0 for n in ("ours", "eventheader")
+               for p in reader_eventheader.STAGES)  # fmt: skip
+    ratio = figures["ratio"]["otlp_json"]
+    assert ratio == figures["eventheader"]["otlp_json_per_s"] / figures["ours"]["otlp_json_per_s"]
+    assert f"{ratio:.2f}x ours" in lines[-1] and "to OTLP/JSON lines on disk" in lines[-1]
+    assert "40 spans in each format; our format 41 records" in lines[0]
+
+
+def test_the_rates_are_spans_over_the_best_time_and_eventheaders_over_ours() -> None:
+    best = {"ours": {"decoded": 1.0, "checked": 2.0, "otlp_json": 4.0},
+            "eventheader": {"decoded": 2.0, "checked": 5.0, "otlp_json": 8.0}}  # fmt: skip
+    counts = {n: {"spans": 100, "pages": 3} for n in best}
+
+    figures = reader_eventheader.rates(best, counts, {"ours": 101, "eventheader": 100})
+
+    assert figures["ours"]["checked_per_s"] == 50 and figures["eventheader"]["checked_per_s"] == 20
+    assert figures["ratio"] == {"decoded": 0.5, "checked": 0.4, "otlp_json": 0.5,
+                                "records_decoded": 50 / 101}  # fmt: skip
+    assert "EventHeader 50/s: 0.50x ours" in reader_eventheader.report(figures)[1]
+
+
+def test_a_phase_whose_formats_share_an_event_id_is_refused() -> None:
+    # The kernel gives a deleted tracepoint's id to the next one registered: formats of
+    # different phases mixed would decode one format's records with another's layout.
+    phase = {"formats": [("user_events", eventheader_format("bench_eh_L4K1", 100)),
+                         ("user_events", eventheader_format("bench_eh_L5K1", 100))]}  # fmt: skip
+    with pytest.raises(ValueError, match="event id 100 is both bench_eh_L4K1 and bench_eh_L5K1"):
+        reader_eventheader.decoder_for(phase)

@@ -9,6 +9,7 @@ import pytest
 from benchmarks import reader_live, report
 from benchmarks.configs import HOST_KEYS, SETUPS, keys_for
 from benchmarks.measure import measure, summary
+from tests.support.fake_kernel import FakeKernel
 
 
 @pytest.mark.parametrize("signal", ["spans", "logs", "logging"])
@@ -106,3 +107,40 @@ def test_reader_live_report_names_the_highest_rate_held_with_nothing_lost():
     assert text.splitlines()[-1] == (
         "highest writer rate held with 0 lost: 1,200 spans/s, 1.20x one writer's own rate"
     )
+
+
+def test_report_sets_eventheader_beside_the_default_format():
+    results = {
+        "host": run(b=100, c=101, c_eh=102, e=400),
+        "guests": {"bzImage": run(b=100, c=101, c_eh=99.99, d=200, d_eh=250, e=400)},
+    }
+
+    lines = report.formats(results)
+
+    both = "nobody listening c_eh / c = 0.990; listened (d_eh - b) / (d - b) = 1.50x"
+    assert lines == [
+        "- spans, host: nobody listening c_eh / c = 1.010",
+        f"- spans, bzImage: {both}",
+        "- logs, host: nobody listening c_eh / c = 1.010",
+        f"- logs, bzImage: {both}",
+    ]
+    assert 'SDK + user_events, format="eventheader", ftrace listening' in report.text(results)
+    assert report.formats({"host": run(b=100, c=101)}) == ["- not measured"]
+
+
+@pytest.mark.parametrize("signal", ["spans", "logs"])
+def test_the_eventheader_configurations_register_eventheader_tracepoints(
+    signal, monkeypatch, tmp_path
+):
+    fake = FakeKernel(monkeypatch, tmp_path)
+    monkeypatch.setenv("OTEL_EXPORTER_USER_EVENTS_TRACEFS", fake.tracefs)
+
+    setups = [SETUPS[signal](key) for key in ("c", "c_eh")]
+    names = [command.split(" ", 1)[0] for command in fake.commands]
+    for setup in setups:
+        setup.close()
+    fake.settle()
+
+    assert "bench_c_eh_L4K1" in names, names
+    assert not any(n.startswith("bench_c_eh") and not n.endswith("K1") for n in names), names
+    assert any(n.startswith("bench_c_span" if signal == "spans" else "bench_c_log") for n in names)
