@@ -424,8 +424,11 @@ def test_instance_is_removed_on_sigterm_and_after_sigkill_at_the_next_start(
         assert _our_instances(tracefs) == []
     else:
         assert _our_instances(tracefs) == [instance]
+        # its instance still listens: what an app writes now goes there, and nobody reads it
+        written = in_child(lambda: _write_spans(prefix, 20))["written"]
         with TraceReader(tracefs, prefix) as reader:
             assert reader.removed_stale == [instance]
+            assert reader.tracefs_instance.unread_in_stale == written > 0  # counted lost
         assert _our_instances(tracefs) == []
 
 

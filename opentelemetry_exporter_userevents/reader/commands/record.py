@@ -295,6 +295,9 @@ def _summary(
     if reader.first_loss is not None and reader.last_loss is not None:
         first, last = reader.first_loss - started, reader.last_loss - started
         lost += f" (behind its writers, seen from {first:.1f} s to {last:.1f} s)"
+    left = getattr(getattr(reader, "tracefs_instance", None), "unread_in_stale", 0)
+    if left:
+        lost += f", {left} more left unread in a killed reader's tracefs instance (removed)"
     parts = [
         f"{decoded.records} records in {elapsed:.1f} s ({rate(decoded.records, elapsed)})",
         lost,

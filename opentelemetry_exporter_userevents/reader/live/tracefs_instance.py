@@ -145,6 +145,9 @@ class Sweep:
     """What :func:`remove_stale_instances` did."""
 
     removed: list[str] = field(default_factory=list)
+    unread: dict[str, int] = field(default_factory=dict)
+    """Records each removed instance still held (its CPUs' ``entries``): written after its
+    reader was killed, never read, lost with it."""
     left_alone: dict[str, str] = field(default_factory=dict)
     """Instances it could not judge, and why (another pid namespace, an earlier release's
     name)."""
@@ -170,11 +173,28 @@ def remove_stale_instances(
         try:
             if before_removal is not None:
                 before_removal(instance)
+            unread = _entries(tracefs, instance)
             tracefs.remove_instance(instance)
             sweep.removed.append(instance)
+            sweep.unread[instance] = unread
         except OSError:
             pass  # EBUSY (a file still open) or raced with another reader
     return sweep
+
+
+def _entries(tracefs: Tracefs, instance: str) -> int:
+    """Records in ``instance``'s buffers (each CPU's ``entries``; 0 where unreadable)."""
+    total = 0
+    try:
+        cpus = tracefs.cpus(instance)
+    except OSError:
+        return 0
+    for cpu in cpus:
+        try:
+            total += max(0, tracefs.cpu_stats(instance, cpu).get("entries", 0))
+        except OSError:
+            continue
+    return total
 
 
 class TracefsInstance:
@@ -192,6 +212,9 @@ class TracefsInstance:
         self.name = new_instance_name(prefix)
         self.before_stale_removal = before_stale_removal
         self.removed_stale: list[str] = []
+        self.unread_in_stale = 0
+        """Records the removed stale instances still held (lost with them: see
+        :class:`Sweep`)."""
         self.left_alone: dict[str, str] = {}
         """Instances with our prefix that this one could not judge (see the module)."""
         self.cleanup_error: str | None = None
@@ -209,6 +232,7 @@ class TracefsInstance:
             self.tracefs, self.prefix, self.name, self.before_stale_removal
         )
         self.removed_stale, self.left_alone = sweep.removed, sweep.left_alone
+        self.unread_in_stale = sum(sweep.unread.values())
         try:
             self.tracefs.create_instance(self.name)
         except PermissionError:

@@ -124,6 +124,7 @@ class Health:
     pid: int = 0
     read: int = 0
     lost: int = 0
+    """Records the kernel lost, and those left in a killed reader's instance (removed)."""
     invalid: dict[str, int] = field(default_factory=dict)
     """Invalid records by reason; ``undecodable`` for records of no known format."""
     dropped: list[tuple[str, str, str, int]] = field(default_factory=list)
@@ -163,7 +164,7 @@ def gather(reader: Any, rebuilder: Any, stage: Any, start_time_ns: int) -> Healt
         start_time_ns=start_time_ns,
         pid=os.getpid(),
         read=decoded.records,
-        lost=reader.lost,
+        lost=reader.lost + getattr(getattr(reader, "tracefs_instance", None), "unread_in_stale", 0),
         invalid=invalid,
         inflight=_signals(waiting),
         queue_batches=batches,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -188,6 +189,28 @@ def test_only_stale_instances_of_this_namespace_are_removed(tracefs):
     assert sorted(tracefs.instances()) == sorted(
         [live, foreign, unknown, old, hist_stale, "someone-elses"]
     )
+
+
+def test_records_left_in_a_removed_stale_instance_are_counted(tracefs, monkeypatch):
+    """A reader killed leaves its instance enabled: apps keep writing into it until the next
+    reader removes it, and what it holds then is lost with it, counted."""
+    me = os.getpid()
+    stale = f"{INSTANCE_PREFIX}{me}.{START + 1}.91.pidns{OWN_NS}"
+    empty = f"{INSTANCE_PREFIX}{me}.{START + 2}.92.pidns{OWN_NS}"
+    tracefs.add(stale, empty)
+    for cpu, entries in ((0, 5), (1, 7)):
+        directory = Path(tracefs.instance_dir(stale), "per_cpu", f"cpu{cpu}")
+        directory.mkdir(parents=True)
+        (directory / "stats").write_text(f"entries: {entries}\noverrun: 3\nbytes: 100\n")
+    monkeypatch.setattr(  # tracefs removes an instance with its per-CPU files
+        tracefs, "remove_instance", lambda name: shutil.rmtree(tracefs.instance_dir(name))
+    )
+
+    instance = TracefsInstance(tracefs, INSTANCE_PREFIX)
+    instance.create()
+
+    assert sorted(instance.removed_stale) == sorted([stale, empty])
+    assert instance.unread_in_stale == 12  # the entries of each CPU; none in the other
 
 
 def test_a_busy_stale_instance_is_skipped_and_the_kept_one_never_judged(tracefs):
