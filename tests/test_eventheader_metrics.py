@@ -33,9 +33,11 @@ from opentelemetry.sdk.metrics.export import (
 )
 from opentelemetry.sdk.metrics.view import ExponentialBucketHistogramAggregation, View
 from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from opentelemetry_exporter_userevents import UserEventsMetricExporter, UserEventsMetricReader
 from opentelemetry_exporter_userevents import metric_exporter as metric_exporter_module
+from opentelemetry_exporter_userevents._export import otlp_metrics_encoder as enc
 from opentelemetry_exporter_userevents.abi.format import parse_format
 from opentelemetry_exporter_userevents.reader.decode import otlp_metrics as reader_otlp_metrics
 from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder, TraceRecord
@@ -284,3 +286,25 @@ def test_the_option_from_the_environment(monkeypatch, tmp_path):
 def test_the_limit_follows_max_record_size(monkeypatch, tmp_path, size):
     exporter, payloads, _ = exported(monkeypatch, tmp_path, _big(size), max_record_size=size)
     assert payloads == [] and exporter.stats.dropped_invalid == 1
+
+
+def test_the_resource_and_scope_caches_stay_within_their_bounds(monkeypatch, tmp_path):
+    """A resource or scope per point (an app that makes them anew): each point is still
+    encoded with its own, and the caches never hold more than their bounds."""
+    encoder = enc.OtlpMetricsEncoder(enc.load_protobuf(), None)
+    sizes = []
+    for n in range(enc.MAX_SCOPES_KEPT * 2 + 3):
+        point = NumberDataPoint({}, 1, 2, n)
+        metric = Metric("m", "", "", Sum([point], CUMULATIVE, True))
+        scope = InstrumentationScope(f"scope{n}")
+        scope_metrics = ScopeMetrics(scope, [metric], "")
+        data = MetricsData([ResourceMetrics(Resource({"n": n}), [scope_metrics], "")])
+        (item,) = metric_exporter_module.data_points(data)
+        payload, _ = encoder.encode(item, 0, 4064)
+        request = ExportMetricsServiceRequest.FromString(payload[16:])
+        (resource_metrics,) = request.resource_metrics
+        assert resource_metrics.resource.attributes[0].value.int_value == n
+        assert resource_metrics.scope_metrics[0].scope.name == f"scope{n}"
+        sizes.append((len(encoder._resources), len(encoder._scopes)))
+    assert max(r for r, _ in sizes) == enc.MAX_RESOURCES_KEPT
+    assert max(s for _, s in sizes) == enc.MAX_SCOPES_KEPT
