@@ -1,9 +1,11 @@
 # Copyright The OpenTelemetry Authors
 # SPDX-License-Identifier: Apache-2.0
 
-"""UserEventsMetricExporter: each data point as one ``<prefix>_metric_<kind>`` record, and
-UserEventsMetricReader, which skips its whole collect cycle (instrument callbacks and
-aggregation included) while no tracer listens to any metric tracepoint."""
+"""UserEventsMetricExporter: each data point as one ``<prefix>_metric_<kind>`` record (with
+``format="eventheader"``, as one OTLP request on ``otlp_metrics``, as the EventHeader
+pipelines' metric exporters write it), and UserEventsMetricReader, which skips its whole
+collect cycle (instrument callbacks and aggregation included) while no tracer listens to
+any metric tracepoint."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import os
 import threading
 import weakref
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 from opentelemetry.metrics import MeterProvider
@@ -47,17 +50,22 @@ from opentelemetry.sdk.metrics.view import (
     ExponentialBucketHistogramAggregation,
 )
 
-from opentelemetry_exporter_userevents._export.config import DEFAULT_FORMAT
-from opentelemetry_exporter_userevents._export.exporter_base import ExporterBase
+from opentelemetry_exporter_userevents._export.config import DEFAULT_FORMAT, EVENTHEADER
+from opentelemetry_exporter_userevents._export.exporter_base import Encoder, ExporterBase
 from opentelemetry_exporter_userevents._export.metric_encoder import (
     PointItem,
     encode_point,
     redact_point,
     temporality_value,
 )
+from opentelemetry_exporter_userevents._export.otlp_metrics_encoder import (
+    OtlpMetricsEncoder,
+    load_protobuf,
+)
 from opentelemetry_exporter_userevents._export.redaction import Redactor
 from opentelemetry_exporter_userevents.abi.user_events import Registration, enable_word
 from opentelemetry_exporter_userevents.record import metric_values as mv
+from opentelemetry_exporter_userevents.record import otlp_metrics
 from opentelemetry_exporter_userevents.record.tracepoints import (
     METRIC_EXP_HISTOGRAM_KIND,
     METRIC_GAUGE_KIND,
@@ -78,6 +86,27 @@ _KIND_NAMES = {
     mv.KIND_EXP_HISTOGRAM: METRIC_EXP_HISTOGRAM_KIND,
 }
 _D, _C = AggregationTemporality.DELTA, AggregationTemporality.CUMULATIVE
+_warned_no_protobuf = False
+
+
+def _protobuf() -> SimpleNamespace | None:
+    """opentelemetry-proto's classes for the ``eventheader`` format; without them, one
+    warning a process and None (the exporter writes the default format)."""
+    global _warned_no_protobuf
+    try:
+        return load_protobuf()
+    except Exception as exc:  # noqa: BLE001 - ImportError, or a protobuf that cannot load
+        if not _warned_no_protobuf:
+            _warned_no_protobuf = True
+            _logger.warning(
+                "user_events metric exporter: format 'eventheader' writes OTLP protobuf, "
+                "which needs opentelemetry-proto (pip install "
+                "'opentelemetry-exporter-userevents[eventheader]'): %s: %.200s; writing "
+                "metrics in the default format",
+                type(exc).__name__,
+                exc,
+            )
+        return None
 
 
 def _temporality() -> dict[type, AggregationTemporality]:
@@ -157,7 +186,8 @@ def data_points(metrics_data: MetricsData) -> Iterator[PointItem]:
 
 class UserEventsMetricExporter(ExporterBase[PointItem], MetricExporter):
     """Writes each data point as one user_events record, only while its kind's tracepoint
-    is listened to. Settings and ``redact`` as for UserEventsSpanExporter;
+    is listened to. Settings and ``redact`` as for UserEventsSpanExporter (``redact`` sees
+    the resource's attributes too in the ``eventheader`` format, whose records carry them);
     ``preferred_temporality`` and ``preferred_aggregation`` default to what
     OTEL_EXPORTER_OTLP_METRICS_* say, as for the OTLP exporters. ``export`` never raises.
 
@@ -176,35 +206,50 @@ class UserEventsMetricExporter(ExporterBase[PointItem], MetricExporter):
         tracefs: str | None = None,
         user_events_data: str | None = None,
         multi_format: bool | None = None,
+        format: str | None = None,  # noqa: A002 - the option's name everywhere
         redact: Redactor | None = None,
         preferred_temporality: dict[type, AggregationTemporality] | None = None,
         preferred_aggregation: dict[type, Aggregation] | None = None,
         meter_provider: MeterProvider | None = None,
         **kwargs: Any,
     ) -> None:
-        config = self.settings(
-            prefix=prefix,
-            max_record_size=max_record_size,
-            resource_interval_millis=resource_interval_millis,
-            tracefs=tracefs,
-            user_events_data=user_events_data,
-            multi_format=multi_format,
-            **{**kwargs, "format": DEFAULT_FORMAT},  # otlp_metrics in EventHeader's: not yet
-        )
-        tracepoints = {
-            kind: (metric_tracepoint(config.prefix, kind), schema)
-            for kind, schema in METRIC_KINDS.items()
+        arguments = {
+            "prefix": prefix,
+            "max_record_size": max_record_size,
+            "resource_interval_millis": resource_interval_millis,
+            "tracefs": tracefs,
+            "user_events_data": user_events_data,
+            "multi_format": multi_format,
+            **kwargs,
         }
+        config = self.settings(**arguments, format=format)
+        proto = _protobuf() if config.format == EVENTHEADER else None
+        if config.format == EVENTHEADER and proto is None:
+            config = self.settings(**{**arguments, "format": DEFAULT_FORMAT})
+        if proto is not None:
+            tracepoints = {otlp_metrics.NAME: (otlp_metrics.NAME, otlp_metrics.TRACEPOINT)}
+        else:
+            tracepoints = {
+                kind: (metric_tracepoint(config.prefix, kind), schema)
+                for kind, schema in METRIC_KINDS.items()
+            }
         ExporterBase.__init__(self, tracepoints, config, redact, meter_provider)
+        self._encode: Encoder = encode_point
+        if proto is not None:
+            self._encode = OtlpMetricsEncoder(proto, self._redact).encode
         MetricExporter.__init__(
             self,
             preferred_temporality={**_temporality(), **(preferred_temporality or {})},
             preferred_aggregation={**_aggregation(), **(preferred_aggregation or {})},
         )
         self.registrations: dict[str, Registration | None] = {
-            kind: self._writer.registrations[kind] for kind in METRIC_KINDS
+            key: self._writer.registrations[key] for key in tracepoints
         }
-        self._by_kind = {k: self.registrations[name] for k, name in _KIND_NAMES.items()}
+        """Each tracepoint's registration: one per kind, or ``otlp_metrics`` alone."""
+        self._by_kind = {
+            k: self.registrations.get(name, self.registrations.get(otlp_metrics.NAME))
+            for k, name in _KIND_NAMES.items()
+        }
         self._enable_words = [enable_word(r) for r in self.registrations.values()]
 
     @property
@@ -228,7 +273,7 @@ class UserEventsMetricExporter(ExporterBase[PointItem], MetricExporter):
                 exc,
             )
             return MetricExportResult.FAILURE
-        if self._export_items(points, self._route, encode_point, redact_point):
+        if self._export_items(points, self._route, self._encode, redact_point):
             return MetricExportResult.SUCCESS
         return MetricExportResult.FAILURE
 

@@ -19,7 +19,6 @@ from opentelemetry_exporter_userevents import (
     UserEventsSpanExporter,
 )
 from opentelemetry_exporter_userevents._export.config import ExporterConfig
-from opentelemetry_exporter_userevents.metric_exporter import UserEventsMetricExporter
 from opentelemetry_exporter_userevents.processors import (
     UserEventsLogRecordProcessor,
     UserEventsSpanProcessor,
@@ -155,15 +154,6 @@ def test_processors_and_redaction_work_unchanged(monkeypatch, tmp_path):
     server = next(r.record for r in span_records if r.record.attributes)
     assert server.attributes["str"] == "[redacted]"
     assert logs.stats.written == 25
-
-
-def test_metrics_stay_in_the_default_format(monkeypatch, tmp_path):
-    monkeypatch.setenv("OTEL_EXPORTER_USER_EVENTS_FORMAT", "eventheader")
-    fake = FakeKernel(monkeypatch, tmp_path)
-    exporter = UserEventsMetricExporter(tracefs=fake.tracefs)
-    assert any(c.startswith("otel_resource") for c in fake.commands)
-    assert any(c.startswith("otel_metric_sum") for c in fake.commands)
-    fake.settle(exporter)
 
 
 @pytest.mark.parametrize("value", ["eventheader", "EVENTHEADER", " eventheader "])

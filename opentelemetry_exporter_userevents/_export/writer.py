@@ -44,7 +44,8 @@ class ExportStats:
     dropped_detached: int = 0
     """Records dropped because the last tracer detached between the check and the write."""
     dropped_invalid: int = 0
-    """Records dropped because a value could not be encoded (logged once per kind)."""
+    """Records dropped because a value could not be encoded, or because an ``otlp_metrics``
+    request (which is never cut) was over its size limit (logged once per kind)."""
     dropped_unregistered: int = 0
     """Records for a tracepoint that could not be registered (logged at construction)."""
     dropped_write_error: int = 0

@@ -32,7 +32,8 @@ TEXT = "__rel_loc char[]"
 class Field:
     name: str
     type: str
-    """The kernel type as written in the command: u8..u64, s64, char[N], or TEXT."""
+    """The kernel type as written in the command: u8..u64, s64, char[N], TEXT, or
+    ``__rel_loc u8[]`` (bytes, :mod:`.otlp_metrics`)."""
     doc: str
 
     @property
@@ -41,7 +42,7 @@ class Field:
 
     @property
     def struct_code(self) -> str:
-        if self.is_text:
+        if self.is_text or self.type.startswith("__rel_loc"):
             return "I"
         if self.type.startswith("char["):
             return f"{int(self.type[5:-1])}s"

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 
 from opentelemetry_exporter_userevents.abi.format import EventFormat, split_multi_format_name
-from opentelemetry_exporter_userevents.record import eventheader
+from opentelemetry_exporter_userevents.record import eventheader, otlp_metrics
 from opentelemetry_exporter_userevents.record.schema import (
     ANNOUNCE,
     LOG,
@@ -108,8 +108,9 @@ def single_format_name(base: str, schema: Schema) -> str:
 
 def commands(base: str, schema: Schema) -> tuple[str, str]:
     """The registration commands of tracepoint ``base``: (multi-format, single-format). An
-    EventHeader tracepoint has one, unversioned: its readers find it by its name."""
-    if schema is eventheader.TRACEPOINT:
+    EventHeader tracepoint, and ``otlp_metrics``, have one, unversioned: their readers find
+    them by their names."""
+    if schema is eventheader.TRACEPOINT or schema is otlp_metrics.TRACEPOINT:
         return schema.command(base), schema.command(base)
     return schema.command(base), schema.command(single_format_name(base, schema))
 

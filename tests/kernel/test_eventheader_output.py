@@ -8,7 +8,10 @@ tracepoints, so the app's first records are listened to) rebuilds its spans and 
 ``logging`` records, each record in its span, less what Common Schema cannot carry; and
 Microsoft's ``perf-decode`` (LinuxTracepoints, built under LINUXTRACEPOINTS_BUILD) reads
 every field of the same events as it reads a Rust exporter's, with the values our reader
-gave. The host side: tests/test_common_schema_output.py, tests/test_eventheader_exporters.py."""
+gave. Its metric exporter writes ``otlp_metrics`` (one OTLP request a point), which a reader
+started first with ``--provider otlp_metrics`` rebuilds as the app's SDK made the points.
+The host side: tests/test_common_schema_output.py, tests/test_eventheader_exporters.py,
+tests/test_eventheader_metrics.py."""
 
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ from tests.reader.decode.eventheader_json import normal
 from tests.support import linuxtracepoints
 from tests.support import reader_process as proc
 from tests.support.kernel_support import wait_until
-from tests.support.otlp import flatten
+from tests.support.otlp import flatten, metric_points
 
 pytestmark = pytest.mark.kernel
 
@@ -207,3 +210,74 @@ def test_perf_decode_reads_every_field_as_our_reader_does(prefix, tmp_path):
         }
         ours_attributes = {a["key"] for a in record.get("attributes", [])}
         assert set(event.get("PartC", {})) == ours_attributes
+
+
+METRICS_APP = """
+import json, math, sys
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.resources import Resource
+from opentelemetry_exporter_userevents import UserEventsMetricExporter, UserEventsMetricReader
+from opentelemetry_exporter_userevents.reader.outputs import otlp_json
+
+class Capturing(UserEventsMetricExporter):  # the product exporter, keeping what it was handed
+    captured = []
+    def export(self, metrics_data, timeout_millis=10_000, **kwargs):
+        self.captured.append(metrics_data)
+        return super().export(metrics_data, timeout_millis, **kwargs)
+
+exporter = Capturing()  # the format from OTEL_EXPORTER_USER_EVENTS_FORMAT
+reader = UserEventsMetricReader(exporter, export_interval_millis=math.inf)
+provider = MeterProvider(metric_readers=[reader], resource=Resource({"service.name": "shop"}))
+meter = provider.get_meter("shop.meter", "1.0")
+orders = meter.create_counter("orders", "{order}", "placed")
+latency = meter.create_histogram("latency", "ms")
+stock = meter.create_up_down_counter("stock")
+temperature = meter.create_gauge("temperature")
+orders.add(3, {"route": "/a"})
+latency.record(7.25, {"route": "/a"})
+stock.add(-2.5)
+temperature.set(21)
+reader.force_flush()
+orders.add(1, {"route": "/b"})
+latency.record(99.0)
+reader.force_flush()
+provider.shutdown()
+print(json.dumps({
+    "collections": [otlp_json.metrics_data_request(data) for data in exporter.captured],
+    "registrations": sorted(exporter.registrations),
+    "stats": exporter.stats.snapshot(),
+}))
+"""
+
+
+def metric_requests(output) -> list[dict]:
+    lines = (
+        [json.loads(line) for line in output.read_text().splitlines()] if output.exists() else []
+    )
+    return [x for x in lines if "resourceMetrics" in x]
+
+
+def test_an_apps_metrics_are_rebuilt_from_otlp_metrics_by_a_reader_started_first(prefix, tmp_path):
+    """The metric exporter with the option writes each point as one OTLP request on
+    ``otlp_metrics``, registered with the Rust exporter's fields after the reader holds it
+    (no wait in the app: the reader's hold makes the first collection listened to)."""
+    reader, output = proc.reader(tmp_path, "--prefix", prefix, "--provider", "otlp_metrics")
+    (tmp_path / "metrics_app.py").write_text(METRICS_APP)
+    env = {**instrumented(f"{prefix}Mx"), "OTEL_METRICS_EXPORTER": "user_events"}
+    app = subprocess.run(
+        [sys.executable, "metrics_app.py"], cwd=tmp_path, env=env,
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert app.returncode == 0 and "Traceback" not in app.stderr, app.stderr
+    made = json.loads(app.stdout)
+    assert made["registrations"] == ["otlp_metrics"]
+    want = metric_points(made["collections"])
+    count = sum(map(len, want.values()))
+    assert count >= 8 and made["stats"]["written"] == count, made["stats"]  # 4, then 4 or more
+    assert wait_until(
+        lambda: sum(map(len, metric_points(metric_requests(output)).values())) >= count, 60
+    ), metric_requests(output)
+    summary = proc.stop(reader)
+    assert metric_points(metric_requests(output)) == want
+    assert "lost 0" in summary and "invalid" not in summary, summary
+    assert f"shop ({count})" in summary, summary
