@@ -126,14 +126,18 @@ def test_a_stuck_collector_does_not_keep_the_reader_from_new_apps(
     assert counts["failed"] + counts["dropped"] + counts["not delivered"] == counts["rebuilt"]
 
 
+@pytest.mark.parametrize("spool", [False, True], ids=["no spool", "spool"])
 def test_sigterm_under_a_dribbling_collector_exits_within_the_stop_timeout(
-    prefix, tmp_path, monkeypatch, dribbler
+    prefix, tmp_path, monkeypatch, dribbler, spool
 ):
+    """Within the stop timeout; without a spool what was not delivered is counted, with
+    one it is all on disk for the next reader (the request in flight too)."""
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", dribbler.url)
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "600")  # a request would wait for ever
+    spooling = ("--spool", str(tmp_path / "spool")) if spool else ()
     reader, _ = proc.reader(
         tmp_path, "--prefix", "*", "--exporter", "otlp_proto_http",
-        "--stop-timeout", str(STOP_TIMEOUT), *NO_HEALTH,
+        "--stop-timeout", str(STOP_TIMEOUT), *NO_HEALTH, *spooling,
     )  # fmt: skip
     _apps_one_after_the_other(prefix)
     assert wait_until(lambda: dribbler.requests >= 1, 60)  # a request is in flight
@@ -145,7 +149,15 @@ def test_sigterm_under_a_dribbling_collector_exits_within_the_stop_timeout(
         pytest.fail(f"still running {time.monotonic() - stopped:.0f} s after SIGTERM")
     assert reader.returncode == 0, err
     assert "stopped (SIGTERM)" in err, err
-    assert re.search(r"\d+ spans(?: and \d+ logs)? not delivered: stop timeout", err), err
     counts = _counts(err)
     assert counts["rebuilt"] == 13 * APPS, err
-    assert counts["failed"] + counts["dropped"] + counts["not delivered"] == counts["rebuilt"]
+    if not spool:
+        assert re.search(r"\d+ spans(?: and \d+ logs)? not delivered: stop timeout", err), err
+        assert counts["failed"] + counts["dropped"] + counts["not delivered"] == counts["rebuilt"]
+        return
+    summary = next(line for line in err.splitlines() if "stopped (" in line)
+    spooled = re.search(r"(\d+) spans and (\d+) logs spooled \(", summary)
+    assert spooled is not None, summary
+    assert int(spooled[1]) + int(spooled[2]) == counts["rebuilt"], summary  # every one kept
+    assert counts["failed"] + counts["dropped"] + counts["not delivered"] == 0, summary
+    assert list((tmp_path / "spool").glob("*.seg")), "the segments stay for the next reader"
