@@ -71,7 +71,9 @@ class UserEventsLogExporter(ExporterBase[ReadableLogRecord], LogRecordExporter):
         format."""
         # Severity number (0..24) -> registration, for one lookup per record.
         self._by_number = [self.registrations[key] for key in keys]
-        self._encode: Encoder = encode_log
+        self._encode: Encoder | None = None
+        """The Common Schema encoder with ``format="eventheader"``; None: our own format's
+        (``encode_log``, looked up at each export)."""
         if config.format == EVENTHEADER:
             self._encode = partial(encode_common_schema_log, role=self._cloud_role)
         self.any_class_word = self._writer.shared_enable_word(list(self.registrations.values()))
@@ -90,7 +92,8 @@ class UserEventsLogExporter(ExporterBase[ReadableLogRecord], LogRecordExporter):
         return self.registration_for(severity_number(readable))
 
     def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
-        if self._export_items(batch, self._route, self._encode, redact_log):
+        encode = encode_log if self._encode is None else self._encode
+        if self._export_items(batch, self._route, encode, redact_log):
             return LogRecordExportResult.SUCCESS
         return LogRecordExportResult.FAILURE
 

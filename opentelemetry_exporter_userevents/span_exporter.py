@@ -63,7 +63,9 @@ class UserEventsSpanExporter(ExporterBase[ReadableSpan], SpanExporter):
         )
         super().__init__(span_tracepoints(config), config, redact, meter_provider)
         self.registration = self._writer.registrations["span"]
-        self._encode: Encoder = encode_span
+        self._encode: Encoder | None = None
+        """The Common Schema encoder with ``format="eventheader"``; None: our own format's
+        (``encode_span``, looked up at each export)."""
         if config.format == EVENTHEADER:
             self._encode = partial(encode_common_schema_span, role=self._cloud_role)
 
@@ -76,7 +78,8 @@ class UserEventsSpanExporter(ExporterBase[ReadableSpan], SpanExporter):
         return self.registration
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        if self._export_items(spans, self._route, self._encode, redact_span):
+        encode = encode_span if self._encode is None else self._encode
+        if self._export_items(spans, self._route, encode, redact_span):
             return SpanExportResult.SUCCESS
         return SpanExportResult.FAILURE
 
