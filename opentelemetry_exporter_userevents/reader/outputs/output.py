@@ -296,6 +296,9 @@ class ExporterOutput:
         spool = self.spool
         if spool is None:
             return
+        if self.gate.down and spool.oldest() is None:
+            self.gate.mark_up()  # nothing to probe with (the spool could not keep them):
+            return  # the next request is posted, with its retries, and probes instead
         first = True
         senders = {
             "spans": self._direct_spans,

@@ -118,3 +118,21 @@ def test_the_spool_drains_while_no_batch_waits(
     output.idle()
     assert server.requests == 3 and spool.counts() == (0, 0)
     output.close()
+
+
+def test_a_collector_marked_down_with_nothing_spooled_is_asked_again(
+    collector: Callable[..., RawServer], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The spool could not keep the requests (a full disk): no segment to probe with, so the
+    next request is posted, not spooled for ever."""
+    server = collector(lambda connection, request: server.send(connection, OK), timeout=30)
+    output = ExporterOutput("otlp_proto_http")
+    spool = Spool(str(tmp_path / "spool"), 1 << 20)
+    output.use_spool(spool)
+    monkeypatch.setattr(collector_gate, "FIRST_PROBE", 0.0)  # the probe is due at once
+    output.gate.mark_down()
+    output.idle()
+    assert not output.gate.down
+    output.write(_records())
+    assert server.requests == 2 and spool.counts() == (0, 0)  # spans and logs, posted
+    output.close()
