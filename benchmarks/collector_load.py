@@ -276,7 +276,7 @@ def in_guest(options: argparse.Namespace) -> dict[str, Any]:
     bring_loopback_up()
     work = Path(tempfile.mkdtemp())
     sink = CountingSink()
-    rotel = Rotel(sink, work / "rotel.log")  # type: ignore[arg-type]
+    rotel = Rotel(sink, work / "rotel.log")
     rotel.start()
     proxy = FaultProxy(rotel.http_port)
     buffer = ["--buffer-size-kb", str(options.buffer_size_kb)]

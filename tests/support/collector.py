@@ -56,7 +56,7 @@ def rotel_agent() -> str:
 class Sink:
     """What the collector's OTLP exporter posts, on 127.0.0.1: each request's body
     (decompressed as its Content-Encoding says), decoded with opentelemetry-proto and kept
-    as OTLP/JSON (hex ids), by path."""
+    as OTLP/JSON (hex ids), by path (:meth:`keep`: a subclass may keep less)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -73,14 +73,12 @@ class Sink:
                         body = gzip.decompress(body)
                     elif encoding == "deflate":
                         body = zlib.decompress(body)
-                    message = MESSAGES[self.path].FromString(body)
+                    sink.keep(self.path, MESSAGES[self.path].FromString(body))
                 except Exception as error:  # noqa: BLE001 - kept, and the test fails on it
                     with sink.lock:
                         sink.errors.append(f"{self.path} ({encoding}): {error!r}")
                     self.send_response(400)
                 else:
-                    with sink.lock:
-                        sink.requests[self.path].append(otlp_json_of(message))
                     self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", "0")
@@ -92,6 +90,11 @@ class Sink:
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def keep(self, path: str, message: Any) -> None:
+        """A request taken: kept as OTLP/JSON."""
+        with self.lock:
+            self.requests[path].append(otlp_json_of(message))
 
     def got(self, path: str) -> list[dict[str, Any]]:
         with self.lock:
