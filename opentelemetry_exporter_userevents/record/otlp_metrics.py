@@ -6,8 +6,8 @@ it (opentelemetry-rust-contrib's ``opentelemetry-user-events-metrics``, .NET's G
 exporter; docs/common-schema.md): a plain single-format tracepoint, not an EventHeader
 one, shared by every writer and reader by its name, whose ``buffer`` holds one OTLP
 ``ExportMetricsServiceRequest`` in protobuf. Our metric exporter writes it with
-``format="eventheader"``; the reader's decoder keeps its own copy of these numbers (the
-read and write sides share only this layer)."""
+``format="eventheader"``; the reader's decoder takes the name, protocol and version from
+here (the read and write sides share only this layer)."""
 
 from __future__ import annotations
 

@@ -20,8 +20,9 @@ import struct
 from typing import Any
 
 from opentelemetry_exporter_userevents.abi.format import EventFormat
+from opentelemetry_exporter_userevents.record import otlp_metrics as wire
 
-OTLP_METRICS = "otlp_metrics"
+OTLP_METRICS = wire.NAME
 """The tracepoint's name (in ``user_events``), and how ``--provider`` names it."""
 OTLP_METRICS_KIND = "otlp_metrics"
 """The kind of a decoded ``otlp_metrics`` record (:attr:`.TraceRecord.kind`)."""

@@ -46,11 +46,12 @@ from opentelemetry_exporter_userevents.reader.decode.otlp_metrics import (
 )
 from opentelemetry_exporter_userevents.reader.decode.validation import InvalidRecord
 from opentelemetry_exporter_userevents.record import metric_values as mv
+from opentelemetry_exporter_userevents.record import otlp_metrics as wire
 from opentelemetry_exporter_userevents.record.resource_id import hash_resource
 
-PROTOCOL_PROTOBUF = 0
+PROTOCOL_PROTOBUF = wire.PROTOCOL_PROTOBUF
 """``protocol``: the buffer is protobuf (the only protocol either producer writes)."""
-KNOWN_VERSIONS = (b"v0.19.00",)
+KNOWN_VERSIONS = (wire.VERSION,)
 """``version``: the OTLP protobuf definitions' version the producers name (both write
 ``v0.19.00``); a record of another is skipped and counted, not guessed at."""
 MAX_RESOURCES = 16
