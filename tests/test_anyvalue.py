@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.attributes import BoundedAttributes
 
+from opentelemetry_exporter_userevents.record import anyvalue
 from opentelemetry_exporter_userevents.record.anyvalue import (
     MAX_DEPTH,
     UnsupportedValue,
@@ -361,3 +362,48 @@ def test_encode_str_writes_what_encode_writes_or_declines(text):
     written = encode_str(text)
     assert written == encode(text) or (written is None and encode(text).startswith('{"~s"'))
     assert encode_str(b"x") is None
+
+
+def test_untagged_text_is_not_copied(monkeypatch):
+    # Most texts (attributes, events) hold no tag: decode returns what json read, without
+    # rebuilding every container (the general path's cost, measured in the reader).
+    monkeypatch.setattr(anyvalue, "_restore", None)  # the general path would fail
+    assert decode('{"a":[1,2.5,{"b":null}],"c":"x~y","d":true}') == {
+        "a": [1, 2.5, {"b": None}],
+        "c": "x~y",
+        "d": True,
+    }
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"\\u007eb":"aGk="}',  # an escaped tilde is still a tag
+        '{"a":[{"\\u007e~k":1}]}',
+        '["~b",{"k":"~s"}]',
+        '{"a":[1,2,{"b":1e400}]}',
+        '[{"a":1.5e308}]',
+        nested(MAX_DEPTH).__repr__(),
+        nested(MAX_DEPTH + 1).__repr__(),
+        "[" * 200 + "]" * 200,
+    ],
+)
+def test_untagged_check_agrees_with_the_general_path(text):
+    def general(text):
+        try:
+            return anyvalue._restore(anyvalue._loads(text), 0)
+        except ValueError as exc:
+            return str(exc)
+
+    try:
+        got = decode(text)
+    except ValueError as exc:
+        got = str(exc)
+    assert same(got, general(text))
+
+
+@settings(max_examples=300)
+@given(any_values)
+def test_untagged_check_agrees_on_every_value(value):
+    text = encode(value)
+    assert same(decode(text), anyvalue._restore(anyvalue._loads(text), 0))

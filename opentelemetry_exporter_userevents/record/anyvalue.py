@@ -226,7 +226,21 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-_loads = json.JSONDecoder(parse_constant=_reject_constant).decode
+_decoder = json.JSONDecoder(parse_constant=_reject_constant)
+_loads = _decoder.decode
+_scan: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(_decoder)  # type: ignore[attr-defined]
+
+
+def _read(text: str) -> Any:
+    """``_loads(text)``, without its wrapper's two calls and two regex matches where the
+    text is one JSON value from its first character to its last (as encode writes it)."""
+    try:
+        value, end = _scan(text, 0)
+        if end == len(text):
+            return value
+    except StopIteration:  # leading whitespace, or no value: json's own error below
+        pass
+    return _loads(text)  # trailing whitespace is fine; extra data is its error
 
 
 def decode(text: str) -> Any:
@@ -237,16 +251,42 @@ def decode(text: str) -> Any:
     if not isinstance(text, str):
         raise TypeError(f"decode() takes str, not {type(text).__qualname__}")
     try:
-        value = _loads(text)
+        value = _read(text)
     except RecursionError:
         _invalid("nested too deeply")
     except ValueError as exc:
         _invalid(str(exc))
-    return _restore(value, 0)
+    if '"~' in text or "\\u" in text:  # a tag or an escaped key may be there (or "\u007e")
+        return _restore(value, 0)
+    _check_untagged(value, 0)  # most texts: what json read is the value itself
+    return value
 
 
 def _invalid(reason: str) -> Any:
     raise ValueError(f"not an encoded AnyValue: {reason}") from None
+
+
+_UNTAGGED_SCALARS = frozenset((str, int, bool, type(None)))
+
+
+def _check_untagged(value: Any, depth: int) -> None:
+    """What :func:`_restore` checks in a value whose text holds no key starting with ``~``
+    (no tag, no escaped key): its depth and finite floats, without copying it. Attribute
+    texts are mostly flat: one look at their items' types."""
+    kind = type(value)
+    if kind is dict:
+        items = value.values()
+    elif kind is list:
+        items = value
+    else:
+        if kind is float and not math.isfinite(value):
+            _invalid("number out of range")
+        return
+    if depth >= MAX_DEPTH:
+        _invalid(f"containers nested deeper than MAX_DEPTH ({MAX_DEPTH})")
+    if not _UNTAGGED_SCALARS.issuperset(map(type, items)):
+        for item in items:
+            _check_untagged(item, depth + 1)
 
 
 def _restore(value: Any, depth: int) -> Any:
