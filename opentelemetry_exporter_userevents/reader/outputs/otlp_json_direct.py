@@ -273,13 +273,16 @@ def _attributes(attributes: Mapping[str, Any], clean: bool = True) -> str:
     encoded = []
     for key, value in attributes.items():
         try:
-            if type(value) is str and value.isascii() and key.isascii():  # the common case
+            kind = type(value)
+            if kind is str and value.isascii() and key.isascii():  # the common cases
                 if key:
                     encoded.append(
                         f'{{"key":{_quote(key)},"value":{{"stringValue":{_quote(value)}}}}}'
                     )
                 elif not clean:
                     encoded.append(f'{{"value":{{"stringValue":{_quote(value)}}}}}')
+            elif kind is int and key and key.isascii() and _INT64_MIN <= value <= _INT64_MAX:
+                encoded.append(f'{{"key":{_quote(key)},"value":{{"intValue":"{value}"}}}}')
             elif key:
                 encoded.append(f'{{"key":{_quote(_text(key))},"value":{_value(value, clean)}}}')
             elif not clean:
