@@ -25,6 +25,9 @@ UNKNOWN_STATE = -1
 """The state before the oldest event known."""
 WOKEN = 5
 """The code of a wake-up (the thread becomes RUNNABLE) in a thread's ``states``."""
+DROPPED = 6
+"""The code of an event its process's bucket could not take (:mod:`.kernel_event_budget`):
+the thread's state is unknown from then to its next transition."""
 
 
 @dataclass
@@ -71,6 +74,8 @@ def state_of(code: int) -> int:
     """The state a code of a thread's ``states`` enters."""
     if code < 0:
         return -code - 1
+    if code == DROPPED:
+        return UNKNOWN_STATE
     return RUNNABLE if code == WOKEN else code
 
 
@@ -156,7 +161,7 @@ def _sum_states(
         if code == WOKEN:
             if wait is not None:
                 wait.waker = wakers[index] or None
-        elif new_state == ON_CPU:
+        elif new_state == ON_CPU or code == DROPPED:
             if wait is not None:
                 if wait.duration >= threshold:
                     out.waits.append(wait)

@@ -38,8 +38,13 @@ from opentelemetry_exporter_userevents.abi.sched import (
     is_voluntary,
     switched_out_state,
 )
+from opentelemetry_exporter_userevents.reader.views.kernel_event_budget import (
+    EventAccount,
+    EventBudget,
+)
 from opentelemetry_exporter_userevents.reader.views.kernel_processes import ProcessKey
 from opentelemetry_exporter_userevents.reader.views.kernel_sums import (
+    DROPPED,
     WOKEN,
     ThreadSummary,
     Wait,
@@ -72,10 +77,12 @@ thread is the first forgotten."""
 class _Thread:
     __slots__ = (
         "times", "states", "wakers", "sys_enter", "sys_exit", "sys_name",
-        "pending_syscall", "watched_from", "process", "exited_at", "gaps",
+        "pending_syscall", "watched_from", "process", "exited_at", "gaps", "account",
     )  # fmt: skip
 
-    def __init__(self, watched_from: int, process: ProcessKey | None) -> None:
+    def __init__(
+        self, watched_from: int, process: ProcessKey | None, account: EventAccount
+    ) -> None:
         self.times = array("q")
         self.states = array("b")
         """The state entered at each time; a switch out stores -(state + 1) when voluntary
@@ -91,7 +98,8 @@ class _Thread:
         self.exited_at: int | None = None
         self.gaps: list[tuple[int, int]] = []
         """From an event dropped out of order to the newest kept then: not known whole."""
-        """When it exited: after that, what the timeline knows of its tid is unknown."""
+        self.account = account
+        """The bucket its events are charged to (:mod:`.kernel_event_budget`)."""
 
 
 @dataclass
@@ -114,9 +122,15 @@ class TimelineStats:
 class KernelTimeline:
     """Per-thread timelines of scheduler states and syscalls."""
 
-    def __init__(self, max_threads: int = MAX_THREADS, max_events: int = MAX_EVENTS) -> None:
+    def __init__(
+        self,
+        max_threads: int = MAX_THREADS,
+        max_events: int = MAX_EVENTS,
+        budget: EventBudget | None = None,
+    ) -> None:
         self.max_threads = max_threads
         self.max_events = max_events
+        self.budget = budget or EventBudget()
         self.stats = TimelineStats()
         self.names: list[str] = []
         self._name_index: dict[str, int] = {}
@@ -146,6 +160,7 @@ class KernelTimeline:
         else:
             if process is not None:
                 thread.process = process
+                thread.account = self.budget.account(process)
             self._threads.move_to_end(tid)
 
     def fork(self, time: int, parent: int, child: int) -> None:
@@ -160,6 +175,7 @@ class KernelTimeline:
             self._forget(child)
         self._threads.move_to_end(parent)
         self._new(child, time, None)
+        self._threads[child].account = thread.account  # its parent's bucket, until known
 
     def exit(self, time: int, tid: int) -> ProcessKey | None:
         """A ``sched_process_exit``: ``tid`` is forgotten :data:`EXIT_GRACE_READS` reads and
@@ -197,6 +213,8 @@ class KernelTimeline:
         thread = self._threads.get(tid)
         if thread is not None:
             thread.process = process
+            if process.pid > 0:  # not UNKNOWN: a process of its own, its own bucket
+                thread.account = self.budget.account(process)
 
     def switch(self, time: int, prev_tid: int, prev_state: int, next_tid: int) -> None:
         """A ``sched_switch``: ``prev_tid`` left the CPU in ``prev_state``, ``next_tid`` got it."""
@@ -222,12 +240,24 @@ class KernelTimeline:
         if time < thread.watched_from:
             self.stats.before_watched += 1
             return
+        account = thread.account
+        if account.left > 0:
+            account.left -= 1
+        elif not self.budget.refill(account, time):
+            self._over_budget(thread, time)
+            return
         index = self._name_index.get(name)
         thread.pending_syscall = (time, self._name(name) if index is None else index)
 
     def syscall_exit(self, time: int, tid: int) -> None:
         thread = self._threads.get(tid)
         if thread is None:
+            return
+        account = thread.account  # charged even if its entry was not taken: its storm's
+        if account.left > 0:
+            account.left -= 1
+        elif not self.budget.refill(account, time):
+            self._over_budget(thread, time)
             return
         pending = thread.pending_syscall
         if pending is None:
@@ -253,12 +283,29 @@ class KernelTimeline:
             (a, b), (c, d) = gaps[0], gaps[1]
             gaps[:2] = [(min(a, c), max(b, d))]
 
+    def _over_budget(self, thread: _Thread, time: int) -> None:
+        """An event of ``thread`` at ``time`` its process's bucket could not take: from
+        then to its next switch taken, its state is unknown (a ``DROPPED`` mark), and its
+        syscall under way is not known to end."""
+        thread.pending_syscall = None
+        times, states = thread.times, thread.states
+        if states and states[-1] == DROPPED:
+            return
+        if times and time < times[-1]:  # out of order: what is known ends at the newest
+            self._disorder(thread, time, times[-1])
+            return
+        times.append(time)
+        states.append(DROPPED)
+        thread.wakers.append(0)
+        self._count(1)
+
     def _new(self, tid: int, since: int, process: ProcessKey | None) -> None:
         if len(self._threads) >= self.max_threads:
             oldest = next(iter(self._threads))
             self._forget(oldest)
             self.stats.threads_forgotten += 1
-        self._threads[tid] = _Thread(since, process)
+        key = process if process is not None else ("thread", tid)
+        self._threads[tid] = _Thread(since, process, self.budget.account(key))
 
     def _forget(self, tid: int) -> None:
         thread = self._threads.pop(tid, None)
@@ -273,6 +320,12 @@ class KernelTimeline:
             return
         if thread.times and time < thread.times[-1]:
             self._disorder(thread, time, thread.times[-1])
+            return
+        account = thread.account
+        if account.left > 0:
+            account.left -= 1
+        elif not self.budget.refill(account, time):
+            self._over_budget(thread, time)
             return
         if not thread.times and code not in (ON_CPU, WOKEN) and thread.watched_from <= time:
             # Its first event is a switch out: it was on the CPU since it was watched.

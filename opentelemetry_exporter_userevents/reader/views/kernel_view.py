@@ -63,6 +63,7 @@ from opentelemetry_exporter_userevents.reader.decode.checked_records import (
 )
 from opentelemetry_exporter_userevents.reader.terminal_text import printable
 from opentelemetry_exporter_userevents.reader.views.kernel_budget import ScanBudget
+from opentelemetry_exporter_userevents.reader.views.kernel_event_budget import EventBudget
 from opentelemetry_exporter_userevents.reader.views.kernel_events import KernelEvents
 from opentelemetry_exporter_userevents.reader.views.kernel_processes import ProcessKey
 from opentelemetry_exporter_userevents.reader.views.kernel_sums import ThreadSummary
@@ -310,4 +311,23 @@ def kernel_parts(view: object) -> list[str]:
     ):
         if count:
             parts.append(f"{count} {label}")
+    budget = view.events.timeline.budget
+    if budget.dropped:
+        parts.append(f"{budget.dropped} kernel events over their process's budget (not summed: "
+                     f"{dropped_by_process(budget)}; their threads' spans partial)")  # fmt: skip
     return parts
+
+
+def dropped_by_process(budget: EventBudget) -> str:
+    """``pid 123 4500, pid 77 12, others 3``: the processes whose kernel events were over
+    their budget, the most first."""
+    return ", ".join(
+        f"others {count}" if key is None else f"{_payer_name(key)} {count}"
+        for key, count in budget.by_process()
+    )
+
+
+def _payer_name(key: object) -> str:
+    if isinstance(key, ProcessKey):
+        return f"pid {key.pid}"
+    return f"tid {key[1]}" if isinstance(key, tuple) and len(key) == 2 else "?"
