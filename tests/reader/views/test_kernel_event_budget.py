@@ -7,8 +7,12 @@ it keeps every event and exact, whole spans (the kernel test shows the same live
 
 from __future__ import annotations
 
+import json
+from types import SimpleNamespace
 from typing import Any
 
+from opentelemetry_exporter_userevents.reader.outputs import health_metrics as hm
+from opentelemetry_exporter_userevents.reader.outputs.output_stage import OutputStage
 from opentelemetry_exporter_userevents.reader.views import kernel_event_budget as budget_module
 from opentelemetry_exporter_userevents.reader.views.kernel_event_budget import (
     MAX_PROCESS_EVENTS,
@@ -142,3 +146,34 @@ def test_buckets_are_bounded_and_the_counts_of_the_most_dropped_are_named(monkey
 def test_budget_constants_are_what_the_docs_say():
     assert MAX_PROCESS_EVENTS == 100_000
     assert KernelTimeline().budget.per_process == MAX_PROCESS_EVENTS
+
+
+def test_the_health_metrics_count_the_dropped_events_by_process(tmp_path):
+    class Output:
+        failed, sdk_objects = 0, False
+
+        def write(self, items: Any) -> None:
+            pass
+
+        def close(self) -> None:
+            pass
+
+    events = _fed()
+    reader = SimpleNamespace(decoder=SimpleNamespace(stats=SimpleNamespace(
+        records=1, undecodable=0)), lost=0)  # fmt: skip
+    rebuilder = SimpleNamespace(stats=SimpleNamespace(invalid_reasons={}),
+                                span_enricher=KernelView(events))  # fmt: skip
+    stage = OutputStage(Output(), 0.1)
+    health = hm.gather(reader, rebuilder, stage, 5)
+    stage.close()
+    dropped = events.timeline.budget.dropped
+    assert health.kernel_dropped == {str(STORM.pid): dropped}
+    points = {(p.name, tuple(p.point.attributes.items())): p.point.value
+              for p in hm.health_points(health)}  # fmt: skip
+    name = "otel_userevents.reader.kernel_events.dropped"
+    assert points[(name, (("process.pid", STORM.pid),))] == dropped
+    assert f"  kernel events over budget (pid {STORM.pid}): {dropped}" in hm.health_lines(health)
+    hm.write_health_file(str(tmp_path), health)
+    assert hm.read_health_file(str(tmp_path)) == health
+    (tmp_path / hm.HEALTH_FILE).write_text(json.dumps({"kernel_dropped": {"1": "x"}}))
+    assert hm.read_health_file(str(tmp_path)) is None  # a file not of ours: refused
