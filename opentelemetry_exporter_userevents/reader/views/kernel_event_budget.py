@@ -58,6 +58,9 @@ class EventBudget:
         self.per_process = per_process
         self.dropped = 0
         """Events not added, all processes."""
+        self.over: dict[Hashable, EventAccount] = {}
+        """The buckets found empty since :meth:`take_over` (to leave their processes out
+        of the kernel instance a while: :mod:`.kernel_pauses`)."""
         self._accounts: dict[Hashable, EventAccount] = {}
         """Oldest first."""
 
@@ -85,7 +88,13 @@ class EventBudget:
             return True
         account.dropped += 1
         self.dropped += 1
+        self.over[account.key] = account
         return False
+
+    def take_over(self) -> list[EventAccount]:
+        """The buckets found empty since the last call."""
+        over, self.over = list(self.over.values()), {}
+        return over
 
     def by_process(self) -> list[tuple[Hashable, int]]:
         """(process, events dropped), the most first, at most :data:`SHOWN_PROCESSES`;

@@ -63,6 +63,7 @@ from opentelemetry_exporter_userevents.reader.views.kernel_decoders import (
     fields_decoder,
     syscall_decoder,
 )
+from opentelemetry_exporter_userevents.reader.views.kernel_pauses import Pauses
 from opentelemetry_exporter_userevents.reader.views.kernel_processes import (
     INIT_PID_NS,
     UNKNOWN,
@@ -158,6 +159,8 @@ class KernelEvents:
         """Events after the moment the last read began, fed at the next."""
         self._marker = (-1, 0)
         """The ``ftrace/print`` event's id and the offset of its text."""
+        self.pauses = Pauses(self._write_notrace)
+        """Processes over their budget of events, left out of the instance a while."""
 
     # --- lifetime -------------------------------------------------------------------
 
@@ -372,14 +375,33 @@ class KernelEvents:
         for the next read (at most one read's worth) and fed sorted with its events, so a
         thread that moved between CPUs gets its events in order."""
         self.reads += 1
-        self.timeline.next_read(time.time_ns())
+        now = time.time_ns()
+        self.timeline.next_read(now)
+        if self.pauses.paused:
+            self.pauses.resume(now)
         began = time.clock_gettime_ns(time.CLOCK_TAI)  # the trace clock (CLOCK)
         records = self._held + self._read_records()
         self._take_announced()  # after: a thread listed during the read has events in it
         records.sort(key=_STAMP)
         split = bisect_right(records, began, key=_STAMP)
         self._held = records[split:]
-        return self.feed(records[:split])
+        fed = self.feed(records[:split])
+        self._pause_over_budget()
+        return fed
+
+    def _pause_over_budget(self) -> None:
+        """Leave out of the instance a while the processes whose bucket was found empty
+        (:mod:`.kernel_pauses`): from the write on, their threads' state is unknown."""
+        timeline = self.timeline
+        for account in timeline.budget.take_over():
+            if not isinstance(account.key, ProcessKey) or account.key in self.pauses.paused:
+                continue
+            tids = timeline.threads_charged_to(account)
+            if self.pauses.pause(account.key, tids, time.time_ns()):
+                timeline.mark_unknown(tids, time.time_ns())
+
+    def _write_notrace(self, tids: list[int]) -> None:
+        self.tracefs.set_notrace_pids(self.tracefs_instance.name, tids)
 
     def feed(self, records: list[tuple[int, memoryview]]) -> int:
         """Decode (trace-clock time, record) pairs into the timeline, in time order;

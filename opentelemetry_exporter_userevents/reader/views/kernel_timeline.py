@@ -283,6 +283,19 @@ class KernelTimeline:
             (a, b), (c, d) = gaps[0], gaps[1]
             gaps[:2] = [(min(a, c), max(b, d))]
 
+    def threads_charged_to(self, account: EventAccount) -> list[int]:
+        """The live threads whose events ``account`` pays for."""
+        return [tid for tid, thread in self._threads.items()
+                if thread.account is account and thread.exited_at is None]  # fmt: skip
+
+    def mark_unknown(self, tids: list[int], time: int) -> None:
+        """From ``time`` on, what these threads do is unknown until their next switch (their
+        events are not recorded a while: :mod:`.kernel_pauses`)."""
+        for tid in tids:
+            thread = self._threads.get(tid)
+            if thread is not None:
+                self._over_budget(thread, time)
+
     def _over_budget(self, thread: _Thread, time: int) -> None:
         """An event of ``thread`` at ``time`` its process's bucket could not take: from
         then to its next switch taken, its state is unknown (a ``DROPPED`` mark), and its

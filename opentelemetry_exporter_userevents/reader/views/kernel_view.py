@@ -311,10 +311,13 @@ def kernel_parts(view: object) -> list[str]:
     ):
         if count:
             parts.append(f"{count} {label}")
-    budget = view.events.timeline.budget
+    budget, pauses = view.events.timeline.budget, view.events.pauses
     if budget.dropped:
         parts.append(f"{budget.dropped} kernel events over their process's budget (not summed: "
                      f"{dropped_by_process(budget)}; their threads' spans partial)")  # fmt: skip
+    if pauses.count or pauses.failed:
+        parts.append(f"{pauses.count} times a process over its budget was left out of the "
+                     f"kernel's events for a second ({pauses.failed} writes refused)")  # fmt: skip
     return parts
 
 

@@ -8,12 +8,14 @@ it keeps every event and exact, whole spans (the kernel test shows the same live
 from __future__ import annotations
 
 import json
+import time
 from types import SimpleNamespace
 from typing import Any
 
 from opentelemetry_exporter_userevents.reader.outputs import health_metrics as hm
 from opentelemetry_exporter_userevents.reader.outputs.output_stage import OutputStage
 from opentelemetry_exporter_userevents.reader.views import kernel_event_budget as budget_module
+from opentelemetry_exporter_userevents.reader.views import kernel_pauses
 from opentelemetry_exporter_userevents.reader.views.kernel_event_budget import (
     MAX_PROCESS_EVENTS,
     EventBudget,
@@ -177,3 +179,62 @@ def test_the_health_metrics_count_the_dropped_events_by_process(tmp_path):
     assert hm.read_health_file(str(tmp_path)) == health
     (tmp_path / hm.HEALTH_FILE).write_text(json.dumps({"kernel_dropped": {"1": "x"}}))
     assert hm.read_health_file(str(tmp_path)) is None  # a file not of ours: refused
+
+
+class _Notrace:
+    """The instance's ``set_event_notrace_pid``, as written; refusing when told to."""
+
+    def __init__(self) -> None:
+        self.writes: list[list[int]] = []
+        self.refuse = False
+
+    def __call__(self, tids: list[int]) -> None:
+        if self.refuse:
+            raise OSError(2, "No such file or directory")  # a kernel before 5.8
+        self.writes.append(list(tids))
+
+
+def test_a_process_over_its_budget_is_left_out_of_the_kernels_events_for_a_second(
+    monkeypatch,
+):
+    events = _fed(per_process=10**9)  # the feed above fits: the reads below overflow
+    events.timeline.budget.per_process = BUDGET
+    events.timeline.budget.account(STORM).left = 0
+    notrace = _Notrace()
+    events.pauses = kernel_pauses.Pauses(notrace)
+    now = [40 * MS]
+    monkeypatch.setattr(time, "time_ns", lambda: now[0])
+    monkeypatch.setattr(time, "clock_gettime_ns", lambda clock_id: 2**62)  # all read now
+    storm = _storm(31 * MS, 35 * MS, STORM_TID)
+    monkeypatch.setattr(events, "_read_records", lambda: storm)
+    events.read()
+    assert notrace.writes == [[STORM_TID]]  # the storm's thread, not the app's
+    assert list(events.pauses.paused) == [STORM]
+    view = KernelView(events)
+    after = view(_span(40 * MS, 60 * MS), STORM_TID).attributes
+    assert after["linux.kernel.view"] == "partial" and after["linux.kernel.unknown_ns"] == 20 * MS
+    assert view(_span(10 * MS, 20 * MS, span_id=2), APP_TID).attributes["linux.kernel.view"] == (
+        "whole"
+    )
+    assert "1 times a process over its budget was left out" in ", ".join(kernel_parts(view))
+    storm.clear()
+    now[0] = 40 * MS + kernel_pauses.PAUSE_NS - 1
+    events.read()
+    assert len(notrace.writes) == 1  # not yet
+    now[0] += 1
+    events.read()
+    assert notrace.writes[-1] == [] and not events.pauses.paused  # recorded again
+
+
+def test_a_kernel_that_refuses_the_list_leaves_the_budget_to_drop_the_storm(monkeypatch):
+    events = _fed()
+    notrace = _Notrace()
+    notrace.refuse = True
+    events.pauses = kernel_pauses.Pauses(notrace)
+    monkeypatch.setattr(time, "clock_gettime_ns", lambda clock_id: 2**62)
+    monkeypatch.setattr(events, "_read_records", lambda: _storm(31 * MS, 35 * MS, STORM_TID))
+    dropped = events.timeline.budget.dropped
+    events.read()
+    assert events.pauses.failed == 1 and not events.pauses.paused
+    assert events.timeline.budget.dropped > dropped
+    assert "(1 writes refused)" in ", ".join(kernel_parts(KernelView(events)))

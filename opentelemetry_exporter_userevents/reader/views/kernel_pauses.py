@@ -1,0 +1,73 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""Processes over their budget of kernel events, left out of the kernel instance a while.
+
+The budget (:mod:`.kernel_event_budget`) bounds what a storm adds to the timeline, but the
+reader would still read and decode each of its events, and a storm makes events faster
+than any reader decodes them: the instance's buffer would overflow and every process's
+spans would be partial. So a process over its budget has its threads written to the
+instance's ``set_event_notrace_pid`` (Linux 5.8+): the kernel stops recording them (and,
+with ``options/event-fork``, the threads they start) at once, and the reader pays nothing
+for them. After :data:`PAUSE_NS` the list is written again without them: their events are
+recorded again, charged to a bucket that refilled meanwhile. Their timelines have a gap over
+the pause (:meth:`.KernelTimeline.mark_unknown`), so their spans over it are partial.
+
+If the kernel refuses the list (no such file before 5.8), the pause is counted as failed
+and the budget still drops the storm's events in the reader.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+
+PAUSE_NS = 1_000_000_000
+"""How long a process over its budget is left out: a second, what its bucket refills in."""
+MAX_PAUSED_THREADS = 16_384
+"""Threads left out at once at most (the list is written whole at each change); a process
+past it is not left out, and its bucket still bounds what the timeline takes."""
+
+
+class Pauses:
+    """The processes left out now, and when each comes back."""
+
+    def __init__(self, write: Callable[[list[int]], None]) -> None:
+        """``write``: replaces the instance's ``set_event_notrace_pid`` (OSError if not)."""
+        self._write = write
+        self.paused: dict[Hashable, tuple[int, list[int]]] = {}
+        """Process -> (when it comes back, span clock ns; its threads)."""
+        self.count = 0
+        """Pauses made."""
+        self.failed = 0
+        """Writes the kernel refused."""
+
+    def pause(self, key: Hashable, tids: list[int], now: int) -> bool:
+        """Leave the threads ``tids`` of process ``key`` out until ``now`` +
+        :data:`PAUSE_NS`; whether they are."""
+        if key in self.paused or not tids:
+            return False
+        listed = [tid for _, threads in self.paused.values() for tid in threads]
+        if len(listed) + len(tids) > MAX_PAUSED_THREADS:
+            return False
+        try:
+            self._write(listed + tids)
+        except OSError:
+            self.failed += 1
+            return False
+        self.paused[key] = (now + PAUSE_NS, tids)
+        self.count += 1
+        return True
+
+    def resume(self, now: int) -> list[Hashable]:
+        """Bring back the processes whose pause ended by ``now``: the ones brought back."""
+        due = [key for key, (until, _) in self.paused.items() if until <= now]
+        if not due:
+            return []
+        kept = {key: value for key, value in self.paused.items() if key not in due}
+        try:
+            self._write([tid for _, threads in kept.values() for tid in threads])
+        except OSError:  # they stay out: tried again at the next read
+            self.failed += 1
+            return []
+        self.paused = kept
+        return due
