@@ -445,7 +445,7 @@ class KernelEvents:
 
     def _read_records(self) -> list[tuple[int, memoryview]]:
         records: list[tuple[int, memoryview]] = []
-        for _, raw in self.pipes.read(self.layout.page_size):
+        for _, raw in self.pipes.read(self.layout.page_size, count_idle_cpus=False):
             try:
                 page = parse_page(raw, self.layout)
             except PageError:
