@@ -65,7 +65,7 @@ from opentelemetry_exporter_userevents.reader.terminal_text import printable
 from opentelemetry_exporter_userevents.reader.views.kernel_budget import ScanBudget
 from opentelemetry_exporter_userevents.reader.views.kernel_event_budget import EventBudget
 from opentelemetry_exporter_userevents.reader.views.kernel_events import KernelEvents
-from opentelemetry_exporter_userevents.reader.views.kernel_processes import ProcessKey
+from opentelemetry_exporter_userevents.reader.views.kernel_processes import UNKNOWN, ProcessKey
 from opentelemetry_exporter_userevents.reader.views.kernel_sums import ThreadSummary
 
 TOP_SYSCALLS = 5
@@ -125,7 +125,9 @@ class KernelView:
 
     def __call__(self, span: CheckedSpan, writer_tid: int) -> CheckedSpan:
         events = self.events
-        writer = events.process_of(writer_tid)
+        writer = events.timeline.process(writer_tid)  # known: most spans, at once
+        if writer is None or writer == UNKNOWN:
+            writer = events.process_of(writer_tid)
         tid = writer_tid
         named = span.attributes.get(THREAD)
         if isinstance(named, int) and not isinstance(named, bool) and named != writer_tid:
@@ -144,17 +146,16 @@ class KernelView:
             self.budget.spend(payer, summary.scanned)
             self.stats.scanned += summary.scanned
             self.stats.over_budget += summary.cut
-        added: dict[str, Any] = {THREAD: tid}
         span_events = span.events
         dropped = span.dropped_events
         if summary is None:
             self.stats.not_watched += 1
-            added["linux.kernel.view"] = "none"
+            added: dict[str, Any] = {THREAD: tid, "linux.kernel.view": "none"}
         else:
             self.stats.spans += 1
             partial = summary.partial or events.lost_within(start, end)
             self.stats.partial += partial
-            added.update(_attributes(summary, partial))
+            added = _attributes(tid, summary, partial)
             if self._shared(tid, span):
                 added["linux.thread.shared"] = True
                 self.stats.shared += 1
@@ -170,7 +171,10 @@ class KernelView:
         attributes = {**own, **added}  # the app's keys keep their places, ours follow
         for key in own.keys() & added.keys():  # and the app's own values win
             attributes[key] = own[key]
-        return span._replace(attributes=attributes, events=span_events, dropped_events=dropped)
+        # span._replace(attributes=..., events=..., dropped_events=...), for a fraction of
+        # its cost (it runs once per span)
+        return _SPAN(span[:_ATTRIBUTES] + (attributes, span[_ATTRIBUTES + 1], span_events,
+                                          dropped) + span[_DROPPED_EVENTS + 1 :])  # fmt: skip
 
     def _shared(self, tid: int, span: CheckedSpan) -> bool:
         recent = self._recent.get(tid)
@@ -197,6 +201,12 @@ class KernelView:
         return shared
 
 
+_SPAN = CheckedSpan._make
+_ATTRIBUTES = CheckedSpan._fields.index("attributes")
+_DROPPED_EVENTS = CheckedSpan._fields.index("dropped_events")
+assert CheckedSpan._fields[_ATTRIBUTES : _DROPPED_EVENTS + 1] == (
+    "attributes", "dropped_attributes", "events", "dropped_events",
+)  # fmt: skip
 _DURATION = attrgetter("duration")
 _START = attrgetter("start")
 _TIME = attrgetter("time_ns")
@@ -214,9 +224,10 @@ def _descends(span_id: int, ancestor: int, parents: dict[int, int | None]) -> bo
     return False
 
 
-def _attributes(summary: ThreadSummary, partial: bool) -> dict[str, Any]:
+def _attributes(tid: int, summary: ThreadSummary, partial: bool) -> dict[str, Any]:
     off = summary.off_cpu
     attributes: dict[str, Any] = {
+        THREAD: tid,
         "linux.kernel.view": "partial" if partial else "whole",
         "linux.sched.on_cpu_ns": summary.on_cpu,
         "linux.sched.off_cpu_ns": sum(off.values()),
