@@ -23,7 +23,9 @@ two reads of CLOCK_REALTIME, and each record's mapped time must fall between its
 
 Records are untrusted like every other: each is decoded by its event's ``format`` (offsets
 and sizes), a record too short for its fields is counted and skipped, and what a process
-can make the reader keep is bounded (:mod:`.kernel_timeline`, :mod:`.kernel_processes`).
+can make the reader keep is bounded (:mod:`.kernel_timeline`, :mod:`.kernel_processes`),
+and what it makes the reader decode: past its budget (:mod:`.kernel_event_budget`) it is
+left out of the instance a while (:mod:`.kernel_pauses`).
 """
 
 from __future__ import annotations

@@ -326,9 +326,12 @@ def kernel_parts(view: object) -> list[str]:
     if budget.dropped:
         parts.append(f"{budget.dropped} kernel events over their process's budget (not summed: "
                      f"{dropped_by_process(budget)}; their threads' spans partial)")  # fmt: skip
-    if pauses.count or pauses.failed:
+    if pauses.count:
         parts.append(f"{pauses.count} times a process over its budget was left out of the "
-                     f"kernel's events for a second ({pauses.failed} writes refused)")  # fmt: skip
+                     "kernel's events for a second")  # fmt: skip
+    if pauses.failed:
+        parts.append(f"{pauses.failed} times the kernel did not take the list of processes "
+                     "left out (set_event_notrace_pid)")  # fmt: skip
     return parts
 
 

@@ -237,4 +237,4 @@ def test_a_kernel_that_refuses_the_list_leaves_the_budget_to_drop_the_storm(monk
     events.read()
     assert events.pauses.failed == 1 and not events.pauses.paused
     assert events.timeline.budget.dropped > dropped
-    assert "(1 writes refused)" in ", ".join(kernel_parts(KernelView(events)))
+    assert "1 times the kernel did not take the list" in ", ".join(kernel_parts(KernelView(events)))
