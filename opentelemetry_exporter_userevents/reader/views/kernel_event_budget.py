@@ -20,7 +20,7 @@ threads or children.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
 MAX_PROCESS_EVENTS = 100_000
 """Kernel events of one process the timeline takes at once, and per second of the events'
@@ -39,7 +39,7 @@ _NS = 1_000_000_000
 class EventAccount:
     """One bucket: what a process may still add, and what it could not."""
 
-    __slots__ = ("key", "left", "since", "dropped")
+    __slots__ = ("key", "left", "since", "dropped", "empty")
 
     def __init__(self, key: Hashable, left: int) -> None:
         self.key = key
@@ -49,6 +49,8 @@ class EventAccount:
         """The event time (ns) it was last refilled at (-1: never, full)."""
         self.dropped = 0
         """Events not added: over the bucket."""
+        self.empty = False
+        """Found empty, not refilled since."""
 
 
 class EventBudget:
@@ -58,9 +60,10 @@ class EventBudget:
         self.per_process = per_process
         self.dropped = 0
         """Events not added, all processes."""
-        self.over: dict[Hashable, EventAccount] = {}
-        """The buckets found empty since :meth:`take_over` (to leave their processes out
-        of the kernel instance a while: :mod:`.kernel_pauses`)."""
+        self.on_empty: Callable[[EventAccount], None] | None = None
+        """Called when a bucket is found empty (its first event dropped since it was last
+        refilled): the live reader leaves its process out of the kernel instance at once
+        (:mod:`.kernel_pauses`), even in the middle of a read."""
         self._accounts: dict[Hashable, EventAccount] = {}
         """Oldest first."""
 
@@ -85,16 +88,15 @@ class EventBudget:
                 account.since = time
         if account.left > 0:
             account.left -= 1
+            account.empty = False
             return True
         account.dropped += 1
         self.dropped += 1
-        self.over[account.key] = account
+        if not account.empty:
+            account.empty = True
+            if self.on_empty is not None:
+                self.on_empty(account)
         return False
-
-    def take_over(self) -> list[EventAccount]:
-        """The buckets found empty since the last call."""
-        over, self.over = list(self.over.values()), {}
-        return over
 
     def by_process(self) -> list[tuple[Hashable, int]]:
         """(process, events dropped), the most first, at most :data:`SHOWN_PROCESSES`;

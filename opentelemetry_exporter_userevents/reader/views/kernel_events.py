@@ -65,6 +65,7 @@ from opentelemetry_exporter_userevents.reader.views.kernel_decoders import (
     fields_decoder,
     syscall_decoder,
 )
+from opentelemetry_exporter_userevents.reader.views.kernel_event_budget import EventAccount
 from opentelemetry_exporter_userevents.reader.views.kernel_pauses import Pauses
 from opentelemetry_exporter_userevents.reader.views.kernel_processes import (
     INIT_PID_NS,
@@ -183,6 +184,7 @@ class KernelEvents:
             self.pipes.open()
             self._learn_formats()
             self.clock = self._check_clock()
+            self.leave_out_over_budget()
         except (OSError, ValueError, KeyError) as error:  # no such event, or another format
             raise KernelEventsError(f"cannot trace the kernel's events: {error}") from error
 
@@ -387,20 +389,19 @@ class KernelEvents:
         records.sort(key=_STAMP)
         split = bisect_right(records, began, key=_STAMP)
         self._held = records[split:]
-        fed = self.feed(records[:split])
-        self._pause_over_budget()
-        return fed
+        return self.feed(records[:split])
 
-    def _pause_over_budget(self) -> None:
-        """Leave out of the instance a while the processes whose bucket was found empty
-        (:mod:`.kernel_pauses`): from the write on, their threads' state is unknown."""
-        timeline = self.timeline
-        for account in timeline.budget.take_over():
-            if not isinstance(account.key, ProcessKey) or account.key in self.pauses.paused:
-                continue
-            tids = timeline.threads_charged_to(account)
-            if self.pauses.pause(account.key, tids, time.time_ns()):
-                timeline.mark_unknown(tids, time.time_ns())
+    def leave_out_over_budget(self) -> None:
+        """A process whose bucket is found empty is left out of the instance a while, at
+        once (:mod:`.kernel_pauses`): its threads' state is unknown from the write on."""
+        self.timeline.budget.on_empty = self._leave_out
+
+    def _leave_out(self, account: EventAccount) -> None:
+        if not isinstance(account.key, ProcessKey) or account.key in self.pauses.paused:
+            return
+        tids = self.timeline.threads_charged_to(account)
+        if self.pauses.pause(account.key, tids, time.time_ns()):
+            self.timeline.mark_unknown(tids, time.time_ns())
 
     def _write_notrace(self, tids: list[int]) -> None:
         self.tracefs.set_notrace_pids(self.tracefs_instance.name, tids)

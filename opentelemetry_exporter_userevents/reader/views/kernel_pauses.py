@@ -40,11 +40,14 @@ class Pauses:
         """Pauses made."""
         self.failed = 0
         """Writes the kernel refused."""
+        self._retry_at = 0
+        """After a refused write, no pause is tried before this time (a bucket found empty
+        again at each event refilled must not cost a write each)."""
 
     def pause(self, key: Hashable, tids: list[int], now: int) -> bool:
         """Leave the threads ``tids`` of process ``key`` out until ``now`` +
         :data:`PAUSE_NS`; whether they are."""
-        if key in self.paused or not tids:
+        if key in self.paused or not tids or now < self._retry_at:
             return False
         listed = [tid for _, threads in self.paused.values() for tid in threads]
         if len(listed) + len(tids) > MAX_PAUSED_THREADS:
@@ -53,6 +56,7 @@ class Pauses:
             self._write(listed + tids)
         except OSError:
             self.failed += 1
+            self._retry_at = now + PAUSE_NS
             return False
         self.paused[key] = (now + PAUSE_NS, tids)
         self.count += 1

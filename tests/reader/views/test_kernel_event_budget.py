@@ -202,6 +202,7 @@ def test_a_process_over_its_budget_is_left_out_of_the_kernels_events_for_a_secon
     events.timeline.budget.account(STORM).left = 0
     notrace = _Notrace()
     events.pauses = kernel_pauses.Pauses(notrace)
+    events.leave_out_over_budget()
     now = [40 * MS]
     monkeypatch.setattr(time, "time_ns", lambda: now[0])
     monkeypatch.setattr(time, "clock_gettime_ns", lambda clock_id: 2**62)  # all read now
@@ -231,6 +232,7 @@ def test_a_kernel_that_refuses_the_list_leaves_the_budget_to_drop_the_storm(monk
     notrace = _Notrace()
     notrace.refuse = True
     events.pauses = kernel_pauses.Pauses(notrace)
+    events.leave_out_over_budget()
     monkeypatch.setattr(time, "clock_gettime_ns", lambda clock_id: 2**62)
     monkeypatch.setattr(events, "_read_records", lambda: _storm(31 * MS, 35 * MS, STORM_TID))
     dropped = events.timeline.budget.dropped
