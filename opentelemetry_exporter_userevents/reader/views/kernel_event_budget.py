@@ -60,10 +60,10 @@ class EventBudget:
         self.per_process = per_process
         self.dropped = 0
         """Events not added, all processes."""
-        self.on_empty: Callable[[EventAccount], None] | None = None
+        self.on_empty: Callable[[EventAccount, int], None] | None = None
         """Called when a bucket is found empty (its first event dropped since it was last
-        refilled): the live reader leaves its process out of the kernel instance at once
-        (:mod:`.kernel_pauses`), even in the middle of a read."""
+        refilled), with that event's time: the live reader leaves its process out of the
+        kernel instance at once (:mod:`.kernel_pauses`), even in the middle of a read."""
         self._accounts: dict[Hashable, EventAccount] = {}
         """Oldest first."""
 
@@ -95,7 +95,7 @@ class EventBudget:
         if not account.empty:
             account.empty = True
             if self.on_empty is not None:
-                self.on_empty(account)
+                self.on_empty(account, time)
         return False
 
     def by_process(self) -> list[tuple[Hashable, int]]:

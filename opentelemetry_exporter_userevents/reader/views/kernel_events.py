@@ -393,15 +393,15 @@ class KernelEvents:
 
     def leave_out_over_budget(self) -> None:
         """A process whose bucket is found empty is left out of the instance a while, at
-        once (:mod:`.kernel_pauses`): its threads' state is unknown from the write on."""
+        once (:mod:`.kernel_pauses`): its threads' state is unknown from that event on."""
         self.timeline.budget.on_empty = self._leave_out
 
-    def _leave_out(self, account: EventAccount) -> None:
+    def _leave_out(self, account: EventAccount, when: int) -> None:
         if not isinstance(account.key, ProcessKey) or account.key in self.pauses.paused:
             return
         tids = self.timeline.threads_charged_to(account)
         if self.pauses.pause(account.key, tids, time.time_ns()):
-            self.timeline.mark_unknown(tids, time.time_ns())
+            self.timeline.mark_unknown(tids, when)
 
     def _write_notrace(self, tids: list[int]) -> None:
         self.tracefs.set_notrace_pids(self.tracefs_instance.name, tids)

@@ -240,3 +240,20 @@ def test_a_kernel_that_refuses_the_list_leaves_the_budget_to_drop_the_storm(monk
     assert events.pauses.failed == 1 and not events.pauses.paused
     assert events.timeline.budget.dropped > dropped
     assert "1 times the kernel did not take the list" in ", ".join(kernel_parts(KernelView(events)))
+
+
+def test_a_process_over_its_budget_again_soon_after_is_left_out_twice_as_long_each_time():
+    notrace = _Notrace()
+    pauses = kernel_pauses.Pauses(notrace)
+    second, now, lengths = kernel_pauses.PAUSE_NS, 0, []
+    for _ in range(9):
+        assert pauses.pause(STORM, [STORM_TID], now)
+        until = pauses.paused[STORM][0]
+        lengths.append((until - now) // second)
+        assert pauses.resume(until - 1) == []
+        assert pauses.resume(until) == [STORM]
+        now = until + 1  # over its budget again at once
+    assert lengths == [1, 2, 4, 8, 16, 32, 64, 64, 64]
+    assert pauses.pause(STORM, [STORM_TID], now + 65 * second)  # calm a while: a second
+    assert pauses.paused[STORM][0] == now + 66 * second
+    assert pauses.count == 10 and notrace.writes[-1] == [STORM_TID]
