@@ -24,8 +24,7 @@ two reads of CLOCK_REALTIME, and each record's mapped time must fall between its
 Records are untrusted like every other: each is decoded by its event's ``format`` (offsets
 and sizes), a record too short for its fields is counted and skipped, and what a process
 can make the reader keep is bounded (:mod:`.kernel_timeline`, :mod:`.kernel_processes`),
-and what it makes the reader decode: past its budget (:mod:`.kernel_event_budget`) it is
-left out of the instance a while (:mod:`.kernel_pauses`).
+and decode: past its budget it is left out a while (:mod:`.kernel_pauses`).
 """
 
 from __future__ import annotations
@@ -160,6 +159,7 @@ class KernelEvents:
         self._last_read = time.time_ns()
         self._held: list[tuple[int, memoryview]] = []
         """Events after the moment the last read began, fed at the next."""
+        self._last_count = 0
         self._marker = (-1, 0)
         """The ``ftrace/print`` event's id and the offset of its text."""
         self.pauses = Pauses(self._write_notrace)
@@ -382,9 +382,10 @@ class KernelEvents:
         now = time.time_ns()
         self.timeline.next_read(now)
         if self.pauses.paused:
-            self.pauses.resume(now)
+            self.pauses.resume(now, self._last_count)
         began = time.clock_gettime_ns(time.CLOCK_TAI)  # the trace clock (CLOCK)
         records = self._held + self._read_records()
+        self._last_count = len(records)
         self._take_announced()  # after: a thread listed during the read has events in it
         records.sort(key=_STAMP)
         split = bisect_right(records, began, key=_STAMP)

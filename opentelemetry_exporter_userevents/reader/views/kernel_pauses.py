@@ -34,6 +34,11 @@ again, or the instance's buffer overflows and every process's spans are partial.
 MAX_PAUSED_THREADS = 16_384
 """Threads left out at once at most (the list is written whole at each change); a process
 past it is not left out, and its bucket still bounds what the timeline takes."""
+CAUGHT_UP = 2048
+"""A process comes back once its pause is over and the reader's last read of the instance
+had fewer events than this (about 20 pages): the reader has caught up with what the kernel
+recorded before the pause, so the storm's next burst is seen, and left out, in a read or
+two, before it can fill the buffer."""
 MAX_BACK = 4096
 """Processes brought back whose last pause is remembered (to double the next)."""
 
@@ -77,10 +82,11 @@ class Pauses:
         self.count += 1
         return True
 
-    def resume(self, now: int) -> list[Hashable]:
-        """Bring back the processes whose pause ended by ``now``: the ones brought back."""
+    def resume(self, now: int, last_read: int = 0) -> list[Hashable]:
+        """Bring back the processes whose pause ended by ``now``, if the last read had
+        ``last_read`` events, fewer than :data:`CAUGHT_UP`: the ones brought back."""
         due = [key for key, (until, _, _) in self.paused.items() if until <= now]
-        if not due:
+        if not due or last_read >= CAUGHT_UP:
             return []
         kept = {key: value for key, value in self.paused.items() if key not in due}
         try:

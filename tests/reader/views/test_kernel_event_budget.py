@@ -257,3 +257,11 @@ def test_a_process_over_its_budget_again_soon_after_is_left_out_twice_as_long_ea
     assert pauses.pause(STORM, [STORM_TID], now + 65 * second)  # calm a while: a second
     assert pauses.paused[STORM][0] == now + 66 * second
     assert pauses.count == 10 and notrace.writes[-1] == [STORM_TID]
+
+
+def test_a_process_comes_back_only_once_the_reader_has_caught_up():
+    pauses = kernel_pauses.Pauses(_Notrace())
+    assert pauses.pause(STORM, [STORM_TID], 0)
+    over = kernel_pauses.PAUSE_NS
+    assert pauses.resume(over, last_read=kernel_pauses.CAUGHT_UP) == []  # still behind
+    assert pauses.resume(over, last_read=kernel_pauses.CAUGHT_UP - 1) == [STORM]
