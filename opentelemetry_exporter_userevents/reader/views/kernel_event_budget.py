@@ -39,7 +39,7 @@ _NS = 1_000_000_000
 class EventAccount:
     """One bucket: what a process may still add, and what it could not."""
 
-    __slots__ = ("key", "left", "since", "dropped", "empty")
+    __slots__ = ("key", "left", "since", "dropped", "empty", "closed")
 
     def __init__(self, key: Hashable, left: int) -> None:
         self.key = key
@@ -51,6 +51,10 @@ class EventAccount:
         """Events not added: over the bucket."""
         self.empty = False
         """Found empty, not refilled since."""
+        self.closed = False
+        """Its process is left out of the kernel instance (:mod:`.kernel_pauses`): what
+        still comes (a switch with a thread recorded, events recorded before) is dropped,
+        so its threads stay unknown until it comes back."""
 
 
 class EventBudget:
@@ -79,6 +83,10 @@ class EventBudget:
     def refill(self, account: EventAccount, time: int) -> bool:
         """``account`` found empty at event time ``time``: refill it for the time since
         it was last; whether it may add the event now (if not, it is counted)."""
+        if account.closed:
+            account.dropped += 1
+            self.dropped += 1
+            return False
         if account.since < 0:
             account.since = time
         elif time > account.since:

@@ -381,8 +381,8 @@ class KernelEvents:
         self.reads += 1
         now = time.time_ns()
         self.timeline.next_read(now)
-        if self.pauses.paused:
-            self.pauses.resume(now, self._last_count)
+        for key in self.pauses.resume(now, self._last_count) if self.pauses.paused else ():
+            self.timeline.budget.account(key).closed = False
         began = time.clock_gettime_ns(time.CLOCK_TAI)  # the trace clock (CLOCK)
         records = self._held + self._read_records()
         self._last_count = len(records)
@@ -393,8 +393,7 @@ class KernelEvents:
         return self.feed(records[:split])
 
     def leave_out_over_budget(self) -> None:
-        """A process whose bucket is found empty is left out of the instance a while, at
-        once (:mod:`.kernel_pauses`): its threads' state is unknown from that event on."""
+        """A process found over its budget is left out at once (:mod:`.kernel_pauses`)."""
         self.timeline.budget.on_empty = self._leave_out
 
     def _leave_out(self, account: EventAccount, when: int) -> None:
@@ -402,6 +401,7 @@ class KernelEvents:
             return
         tids = self.timeline.threads_charged_to(account)
         if self.pauses.pause(account.key, tids, time.time_ns()):
+            account.left, account.closed = 0, True
             self.timeline.mark_unknown(tids, when)
 
     def _write_notrace(self, tids: list[int]) -> None:

@@ -218,13 +218,20 @@ def test_a_process_over_its_budget_is_left_out_of_the_kernels_events_for_a_secon
         "whole"
     )
     assert "1 times a process over its budget was left out" in ", ".join(kernel_parts(view))
-    storm.clear()
+    storm[:] = [  # while it is out: a switch to the app still comes, and changes nothing
+        (41 * MS, _record(SWITCH, prev_pid=STORM_TID, prev_state=1, next_pid=APP_TID)),
+        (42 * MS, _record(SWITCH, prev_pid=APP_TID, prev_state=1, next_pid=STORM_TID)),
+    ]
     now[0] = 40 * MS + kernel_pauses.PAUSE_NS - 1
     events.read()
     assert len(notrace.writes) == 1  # not yet
+    assert view(_span(40 * MS, 60 * MS, span_id=3), STORM_TID).attributes[
+        "linux.kernel.unknown_ns"] == 20 * MS  # fmt: skip
+    storm.clear()
     now[0] += 1
     events.read()
     assert notrace.writes[-1] == [] and not events.pauses.paused  # recorded again
+    assert not events.timeline.budget.account(STORM).closed
 
 
 def test_a_kernel_that_refuses_the_list_leaves_the_budget_to_drop_the_storm(monkeypatch):
