@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 
 """What ``record --kernel sched,syscalls`` costs, side by side with the same reader without
-``--kernel``, in one run: the app's time per listened span, and the reader's CPU time per
-span rebuilt.
+``--kernel`` and with an earlier commit's ``--kernel`` (``--baseline``), in one run: the
+app's time per listened span, and the reader's CPU time per span rebuilt.
 
 One command, on the host:
 
@@ -12,9 +12,11 @@ One command, on the host:
 It boots the test bed and, there, starts one app process (spans of the benchmark's shape, 4
 attributes and 1 event, ended on its main thread through ``UserEventsSpanProcessor``) that
 lives through every round, pinned to CPU 0 (the reader and this script on CPU 1, so that the
-reader's work is not timed as the app's). Each round starts a fresh ``record --prefix P
---workers 1``, with ``--kernel sched,syscalls`` in every other one (the order alternating),
-so the two are interleaved: the kernel's tracepoints are enabled only while a ``--kernel``
+reader's work is not timed as the app's). Each round starts three fresh ``record --prefix P
+--workers 1``: without ``--kernel``, with ``--kernel sched,syscalls``, and with it from the
+baseline commit (a git worktree beside the checkout, imported first by the same Python, as
+``benchmarks/reader_start.py`` does), the order rotating from round to round, so the three
+are interleaved: the kernel's tracepoints are enabled only while a ``--kernel``
 reader runs, and they fire in the app's threads (its ``writev`` of each record is a
 syscall). In each round the app writes a warm-up, waits until it is rebuilt, then blocks of
 spans of two shapes, alternating: ``plain`` (no syscall of its own) and ``5 preads`` (five
@@ -23,7 +25,9 @@ the reader's CPU time (utime + stime of ``/proc/PID/stat``) is read once the blo
 are all in its output, so it holds the block's kernel events too (and its idle polls while
 the block is written and waited for). Figures: the median of the blocks' µs per span, and
 the reader's CPU per span summed over the blocks; kernel events per span rebuilt from the
-reader's summary line. The guest is emulated (TCG, 2 vCPUs on the host's cores) and its
+reader's summary line. What ``--kernel`` adds to the reader's CPU per span is each
+``--kernel`` reader's less the reader's without it; the report gives it for this tree and
+the baseline, and their ratio. The guest is emulated (TCG, 2 vCPUs on the host's cores) and its
 clock may be jiffies (see :data:`BOOTS`: it boots again, and prints the clock source), so
 blocks are long: only the ratios carry over to a real machine.
 """
@@ -50,14 +54,19 @@ from opentelemetry.sdk.resources import Resource  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 
 from benchmarks.guest_run import run_in_guest, save_result  # noqa: E402
+from benchmarks.reader_start import _tree  # noqa: E402
 from opentelemetry_exporter_userevents import (  # noqa: E402
     UserEventsSpanExporter,
     UserEventsSpanProcessor,
 )
 
 PREFIX = "kvcost"
-MODES = {"off": [], "on": ["--kernel", "sched,syscalls"]}
-"""The reader's arguments beyond ``record --prefix P --workers 1``."""
+MODES = {"off": [], "on": ["--kernel", "sched,syscalls"], "base": ["--kernel", "sched,syscalls"]}
+"""The reader's arguments beyond ``record --prefix P --workers 1``; ``base`` runs the
+baseline commit's reader."""
+BASELINE = "5e51342"
+"""The commit whose ``--kernel`` this tree's is compared with: main before the kernel view
+was made cheaper per span."""
 SHAPES = {"plain": 0, "5 preads": 5}
 """Each span shape, and the ``os.pread`` calls in each span of it."""
 WARM_UP = 300
@@ -171,15 +180,23 @@ def _cpu(pid: int) -> float:
 
 
 def _round(
-    directory: Path, number: int, mode: str, blocks: int, block: int, app_process: Any
+    directory: Path,
+    number: int,
+    mode: str,
+    blocks: int,
+    block: int,
+    app_process: Any,
+    tree: Path = ROOT,
 ) -> dict[str, Any]:
-    """One reader, ``blocks`` blocks of each shape; their times and the reader's CPU."""
-    ready, out = directory / f"ready{number}", directory / f"out{number}.jsonl"
+    """One reader (of ``tree``), ``blocks`` blocks of each shape; their times and the
+    reader's CPU."""
+    ready, out = directory / f"ready{number}{mode}", directory / f"out{number}{mode}.jsonl"
     reader = subprocess.Popen(
         [sys.executable, "-m", "opentelemetry_exporter_userevents.reader.cli", "record",
          "--prefix", PREFIX, "--workers", "1", "--ready-file", str(ready), "-o", str(out),
          *MODES[mode]],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tree,
+        env={**os.environ, "PYTHONPATH": str(tree)},
     )  # fmt: skip
     _pin(reader.pid, 1)
     deadline = time.monotonic() + 180
@@ -253,7 +270,9 @@ def _clocksource() -> str:
     return f"{path.read_text().strip()} ({resolution:g} µs)"
 
 
-def in_guest(rounds: int, blocks: int, block: int, any_clock: bool) -> dict[str, Any]:
+def in_guest(
+    rounds: int, blocks: int, block: int, any_clock: bool, baseline: Path
+) -> dict[str, Any]:
     clocksource = _clocksource()
     if "jiffies" in clocksource and not any_clock:
         return {"retry": clocksource, "clock_messages": _clock_messages()}
@@ -269,10 +288,11 @@ def in_guest(rounds: int, blocks: int, block: int, any_clock: bool) -> dict[str,
     _pin(os.getpid(), 1)
     results = []
     try:
+        modes = list(MODES)
         for number in range(rounds):
-            order = ("off", "on") if number % 2 == 0 else ("on", "off")
-            for mode in order:
-                results.append(_round(directory, number, mode, blocks, block, app_process))
+            for mode in modes[number % 3 :] + modes[: number % 3]:  # rotating
+                tree = baseline if mode == "base" else ROOT
+                results.append(_round(directory, number, mode, blocks, block, app_process, tree))
     finally:
         app_process.stdin.close()
         app_process.wait(60)
@@ -313,9 +333,10 @@ def figures(result: dict[str, Any]) -> dict[str, dict[str, dict[str, float]]]:
 
 def report(result: dict[str, Any], machine: str) -> str:
     f = figures(result)
+    baseline = result.get("baseline", "baseline")
     lines = [
         f"record --kernel sched,syscalls against record, {machine}; {len(result['rounds'])} "
-        f"rounds interleaved, {result['blocks']} blocks of {result['block']} spans per shape "
+        f"readers interleaved, {result['blocks']} blocks of {result['block']} spans per shape "
         "each",
         "",
         f"{'span':10} {'reader':17} {'app µs/span':>12} {'(blocks q1-q3)':>15} {'× off':>6} "
@@ -323,7 +344,10 @@ def report(result: dict[str, Any], machine: str) -> str:
     ]
     for shape in SHAPES:
         off = f["off"][shape]
-        for mode, label in (("off", "record"), ("on", "record --kernel")):
+        for mode, label in (("off", "record"), ("base", f"--kernel {baseline}"),
+                            ("on", "record --kernel")):  # fmt: skip
+            if mode not in f:
+                continue
             r = f[mode][shape]
             lines.append(
                 f"{shape:10} {label:17} {r['app_us']:12.1f} "
@@ -339,6 +363,15 @@ def report(result: dict[str, Any], machine: str) -> str:
             f"{on['reader_cpu_us'] - off['reader_cpu_us']:+.1f} µs CPU per span "
             f"(×{on['reader_cpu_us'] / off['reader_cpu_us']:.2f})"
         )
+    if "base" in f:
+        lines.append("")
+        for shape in SHAPES:
+            cpu = {mode: f[mode][shape]["reader_cpu_us"] for mode in ("off", "on", "base")}
+            now, then = cpu["on"] - cpu["off"], cpu["base"] - cpu["off"]
+            lines.append(
+                f"{shape}: --kernel adds {now:.1f} µs of the reader's CPU per span "
+                f"({then:.1f} µs at {baseline}): ×{now / then:.2f} of the baseline's added cost"
+            )
     probe = {mode: statistics.median(r["pread_us"] for r in result["rounds"] if r["mode"] == mode)
              for mode in MODES if all("pread_us" in r for r in result["rounds"])}  # fmt: skip
     if probe:
@@ -394,19 +427,23 @@ def main() -> int:
     parser.add_argument("--in-guest", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--app", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--any-clock", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--baseline", default=BASELINE, help="a commit (default %(default)s)")
+    parser.add_argument("--baseline-tree", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.app:
         app()
         return 0
     if args.in_guest:
-        result = in_guest(args.rounds, args.blocks, args.block, args.any_clock)
+        tree = Path(args.baseline_tree)
+        result = in_guest(args.rounds, args.blocks, args.block, args.any_clock, tree)
         save_result("kernel_view_cost", result)
         return 0
     if args.report:
         result = json.loads(Path(args.report).read_text())
         print(report(result, result.get("machine", "")))
         return 0
-    sizes = ["--rounds", str(args.rounds), "--blocks", str(args.blocks), "--block", str(args.block)]
+    sizes = ["--rounds", str(args.rounds), "--blocks", str(args.blocks), "--block", str(args.block),
+             "--baseline-tree", str(_tree(args.baseline))]  # fmt: skip
     for boot in range(BOOTS):
         last = ["--any-clock"] if boot == BOOTS - 1 else []
         code, result, machine = run_in_guest("kernel_view_cost", sizes + last)
@@ -417,6 +454,7 @@ def main() -> int:
         print(f"boot {boot + 1}: the guest's clock is {result['retry']} (its TSC could not be "
               "calibrated): booting again", file=sys.stderr)  # fmt: skip
     result["machine"] = machine
+    result["baseline"] = args.baseline
     result["figures"] = figures(result)
     print(report(result, machine))
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)

@@ -255,6 +255,18 @@ class Tracefs:
         finally:
             os.close(fd)
 
+    def set_notrace_pids(self, instance: str, pids: list[int]) -> None:
+        """Replace the instance's ``set_event_notrace_pid`` (Linux 5.8+): events of these
+        threads are not recorded, listed in ``set_event_pid`` or not (with
+        ``options/event-fork``, the threads they start neither). Empty: none left out."""
+        path = os.path.join(self.instance_dir(instance), "set_event_notrace_pid")
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+        try:
+            if pids:
+                os.write(fd, " ".join(str(pid) for pid in pids).encode("ascii"))
+        finally:
+            os.close(fd)
+
     def set_system_enabled(self, instance: str, system: str, enabled: bool) -> None:
         """Enable (or disable) every event of ``system`` in an instance at once."""
         with open(os.path.join(self.instance_dir(instance), "events", system, "enable"), "w") as f:

@@ -187,6 +187,15 @@ def parser() -> argparse.ArgumentParser:
         help="with --kernel, a span event for each stretch off the CPU of at least MS "
         "milliseconds (default 1)",
     )
+    rec.add_argument(
+        "--kernel-budget",
+        type=_positive,
+        default=100_000,
+        metavar="EVENTS",
+        help="with --kernel, the kernel events of one process kept at once and per second; "
+        "past it they are counted, the process is left out of the kernel's events for a "
+        "second, and its spans meanwhile are partial (default 100000)",
+    )
     dec = commands.add_parser(
         "decode",
         help="rebuild spans and logs from a trace.dat (trace-cmd) or perf.data",

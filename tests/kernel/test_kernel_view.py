@@ -434,3 +434,40 @@ def _run_as_pid(pid: int, command: list[str], tmp_path: Path) -> tuple[int, str,
             os.kill(child, signal.SIGKILL)
         time.sleep(0.1)
     return os.waitstatus_to_exitcode(status[1]), out_path.read_text(), err_path.read_text()
+
+
+STORM_BUDGET = 5000
+"""``--kernel-budget`` for the storm test: what the reader decodes in a second or two in the
+emulated guest (a few thousand kernel events a second), far below the storm's rate."""
+
+
+def test_a_syscall_storm_is_left_out_and_counted_and_an_apps_spans_beside_it_stay_whole(
+    tmp_path, syscall_counter
+):
+    """A neighbour calls ``getppid`` as fast as it can: past its budget its events are
+    counted and it is left out of the kernel's events a while, so its spans are partial;
+    the app's spans beside it are whole and agree with the kernel's own accounting."""
+    reader, output = proc.reader(tmp_path, "--prefix", "*", "--kernel", "sched,syscalls",
+                                 "--kernel-budget", str(STORM_BUDGET))  # fmt: skip
+    neighbour = _neighbour("storm", "-")
+    try:
+        seen = _slowly(lambda: "storm" in _names(output), 120)
+        assert seen, (_names(output), neighbour.poll(), proc.stop(reader))
+        measured = _work_app(str(READS))
+        stormed = _finish(neighbour)
+    finally:
+        if neighbour.poll() is None:
+            neighbour.kill()
+            neighbour.wait()
+    done = _slowly(lambda: set(NAMES) <= set(_measured_spans(output, measured)), 120)
+    err = proc.stop(reader)
+    assert done, err
+    print(f"storm: {stormed}; reader: {err.strip()}")
+    _check_the_work_apps_spans(output, measured, err, syscall_counter)
+    storms = [_attributes(span["attributes"]) for span in _spans_by_id(output).values()
+              if span["name"] == "storm"]  # fmt: skip
+    assert storms and all(got["linux.kernel.view"] == "partial" for got in storms[1:]), storms
+    assert any(got.get("linux.kernel.unknown_ns", 0) > 0 for got in storms), storms
+    assert f"over their process's budget (not summed: pid {stormed['pid']} " in err, err
+    assert "times a process over its budget was left out" in err, err
+    assert "the kernel did not take the list" not in err, err

@@ -20,6 +20,8 @@ overlaps a loss is rightly partial.
 - ``steal PREFIX VICTIM_TID``: a span that sleeps 200 ms and names another process's
   thread as its ``linux.thread.id``.
 - ``spin PREFIX SECONDS``: a span, then on the CPU (the victim ``steal`` names): its tid.
+- ``storm PREFIX -``: a syscall storm (``getppid`` as fast as it can, on its main thread)
+  in spans ``storm`` of a second each, until SIGTERM: its pid, syscalls, spans.
 """
 
 from __future__ import annotations
@@ -108,6 +110,19 @@ def spin(tracer: Tracer, seconds: float) -> dict[str, Any]:
     return {}
 
 
+def storm(tracer: Tracer) -> dict[str, Any]:
+    spans = syscalls = 0
+    while not _stop.is_set():
+        with tracer.start_as_current_span("storm"):
+            deadline = time.monotonic() + 1.0
+            while time.monotonic() < deadline and not _stop.is_set():
+                for _ in range(1000):
+                    os.getppid()
+                syscalls += 1000
+        spans += 1
+    return {"pid": os.getpid(), "syscalls": syscalls, "spans": spans, "ended_ns": time.time_ns()}
+
+
 def main(mode: str, prefix: str, arg: str) -> dict[str, Any]:
     provider, tracer = _tracer(prefix, f"neighbour-{mode}")
     try:
@@ -117,6 +132,8 @@ def main(mode: str, prefix: str, arg: str) -> dict[str, Any]:
             return churn(tracer, float(arg))
         if mode == "steal":
             return steal(tracer, int(arg))
+        if mode == "storm":
+            return storm(tracer)
         return spin(tracer, float(arg))
     finally:
         provider.shutdown()

@@ -97,6 +97,7 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     kernel: KernelView | None = None
     if groups is not None:
         events = KernelEvents(reader.tracefs, reader.decoder.layout, groups)
+        events.timeline.budget.per_process = args.kernel_budget
         kernel = KernelView(events, int(args.kernel_wait_threshold * 1_000_000))
     rebuilder = Rebuilder(
         resource_wait=args.resource_wait,

@@ -21,6 +21,9 @@ Names follow the semantic conventions' SDK self-metrics where they fit, and
   ``otel_userevents.signal``), ``.items.spooled`` and ``.items.resent`` (the spool), and the
   gauges ``.queue.batches``, ``.queue.size`` (estimated bytes), ``.spool.requests`` and
   ``.spool.size`` (bytes).
+- ``otel_userevents.reader.kernel_events.dropped`` (``record --kernel``): kernel events
+  over their process's budget, not summed, by ``process.pid`` (the most dropped; the rest
+  without it).
 
 :class:`Health` is one snapshot (:func:`gather`); :func:`health_points` makes the points,
 :func:`health_lines` the text ``status`` shows, and :func:`write_health_file` /
@@ -143,6 +146,8 @@ class Health:
     """(signal, error.type, records) that failed for good."""
     durations: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     """Per signal, the histogram of each POST (:class:`Durations`), by ``error.type``."""
+    kernel_dropped: dict[str, int] = field(default_factory=dict)
+    """Kernel events over their process's budget, by pid (``other``: the rest)."""
 
 
 def _signals(kinds: Counter[str] | dict[str, int]) -> dict[str, int]:
@@ -170,6 +175,7 @@ def gather(reader: Any, rebuilder: Any, stage: Any, start_time_ns: int) -> Healt
         queue_batches=batches,
         queue_bytes=queue_bytes,
     )
+    health.kernel_dropped = _kernel_dropped(rebuilder)
     dropped, not_delivered, delivered = stage.health_counts()
     for where, kinds in sorted(dropped.items()):
         stage_name, _, reason = where.partition(": ")
@@ -196,6 +202,19 @@ def gather(reader: Any, rebuilder: Any, stage: Any, start_time_ns: int) -> Healt
         if durations:
             health.durations[signal] = durations
     return health
+
+
+def _kernel_dropped(rebuilder: Any) -> dict[str, int]:
+    """The kernel view's events over their process's budget, by pid (its
+    ``kernel_event_budget.EventBudget``, when the rebuilder has a kernel view)."""
+    events = getattr(getattr(rebuilder, "span_enricher", None), "events", None)
+    budget = getattr(getattr(events, "timeline", None), "budget", None)
+    counts: dict[str, int] = {}
+    for key, count in budget.by_process() if budget is not None else ():
+        pid = getattr(key, "pid", None)
+        name = str(pid) if isinstance(pid, int) else "other"
+        counts[name] = counts.get(name, 0) + count
+    return counts
 
 
 def _resource() -> Resource:
@@ -252,6 +271,10 @@ def health_points(health: Health) -> list[MetricPoint]:
         for signal, count in sorted(counts.items()):
             add(reader + f"items.{label}", "{item}", count, {"otel_userevents.signal": signal},
                 True, f"Items {label} (--spool).")  # fmt: skip
+    for pid, count in sorted(health.kernel_dropped.items()):
+        add(reader + "kernel_events.dropped", "{event}", count,
+            {"process.pid": int(pid)} if pid.isdigit() else {}, True,
+            "Kernel events over their process's budget (--kernel): not summed.")  # fmt: skip
     for name, unit, value in (
         ("queue.batches", "{batch}", health.queue_batches),
         ("queue.size", "By", health.queue_bytes),
@@ -306,6 +329,8 @@ def health_lines(health: Health) -> list[str]:
         f"{sum(health.invalid.values())} invalid",
     ]
     lines += [f"  invalid ({reason}): {count}" for reason, count in sorted(health.invalid.items())]
+    lines += [f"  kernel events over budget (pid {pid}): {count}"
+              for pid, count in sorted(health.kernel_dropped.items())]  # fmt: skip
     lines += [
         f"  dropped ({stage}: {reason}): {count} {signal}"
         for stage, reason, signal, count in health.dropped
@@ -369,6 +394,11 @@ def read_health_file(directory: str) -> Health | None:
         health.dropped = [tuple(d) for d in health.dropped]  # type: ignore[misc]
         health.failed = [tuple(f) for f in health.failed]  # type: ignore[misc]
     except (ValueError, TypeError):
+        return None
+    dropped = health.kernel_dropped
+    if not isinstance(dropped, dict) or not all(
+        isinstance(k, str) and type(v) is int for k, v in dropped.items()
+    ):
         return None
     return health
 

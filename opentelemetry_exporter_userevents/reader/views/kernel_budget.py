@@ -15,7 +15,6 @@ is ``unknown_ns`` of a partial span.
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
 
 MAX_PROCESS_READ_SCAN = 16_384
@@ -27,6 +26,8 @@ on the development host: ``benchmarks/kernel_view_worst_span.py``)."""
 MAX_PAYERS = 4096
 """Processes whose bucket is kept (the least recently charged forgotten: its next span
 finds it full; the bucket for all still bounds)."""
+
+_NOBODY = object()
 
 
 class ScanBudget:
@@ -43,8 +44,12 @@ class ScanBudget:
         self.clock = clock
         self._now = clock()
         self._left = float(overall)
-        self._payers: OrderedDict[Hashable, tuple[float, float]] = OrderedDict()
-        """Payer -> (events left, when they were counted)."""
+        self._payers: dict[Hashable, tuple[float, float]] = {}
+        """Payer -> (events left, when they were counted), the least recently charged
+        first."""
+        self._asked: tuple[Hashable, float] = (_NOBODY, 0.0)
+        """The payer :meth:`allowance` was last asked for, and what it had left then (the
+        clock moves only at :meth:`new_read`: :meth:`spend` uses it)."""
 
     def new_read(self) -> None:
         """A read of the kernel's events: the buckets refill for the time since the last."""
@@ -54,16 +59,25 @@ class ScanBudget:
 
     def allowance(self, payer: Hashable) -> int:
         """Events ``payer``'s next span may sum."""
-        return int(min(self._payer_left(payer), self._left))
+        left = self._payer_left(payer)
+        self._asked = (payer, left)
+        return int(min(left, self._left))
 
     def spend(self, payer: Hashable, events: int) -> None:
         self._left = max(self._left - events, 0.0)
+        asked, left = self._asked
+        self._asked = (_NOBODY, 0.0)
+        if asked is not payer and asked != payer:
+            left = self._payer_left(payer)
         payers = self._payers
-        payers[payer] = (max(self._payer_left(payer) - events, 0.0), self._now)
-        payers.move_to_end(payer)
+        payers.pop(payer, None)  # last: the most recently charged
+        payers[payer] = (max(left - events, 0.0), self._now)
         if len(payers) > MAX_PAYERS:
-            payers.popitem(last=False)
+            del payers[next(iter(payers))]
 
     def _payer_left(self, payer: Hashable) -> float:
-        left, since = self._payers.get(payer, (self.per_process, self._now))
+        found = self._payers.get(payer)
+        if found is None:
+            return self.per_process
+        left, since = found
         return min(self.per_process, left + (self._now - since) * self.per_process)

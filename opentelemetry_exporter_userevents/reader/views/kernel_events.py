@@ -23,7 +23,8 @@ two reads of CLOCK_REALTIME, and each record's mapped time must fall between its
 
 Records are untrusted like every other: each is decoded by its event's ``format`` (offsets
 and sizes), a record too short for its fields is counted and skipped, and what a process
-can make the reader keep is bounded (:mod:`.kernel_timeline`, :mod:`.kernel_processes`).
+can make the reader keep is bounded (:mod:`.kernel_timeline`, :mod:`.kernel_processes`),
+and decode: past its budget it is left out a while (:mod:`.kernel_pauses`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from opentelemetry_exporter_userevents.abi.format import EventFormat
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageError, PageLayout, parse_page
 from opentelemetry_exporter_userevents.abi.sched import (
     EVENT_FORK,
@@ -53,6 +53,19 @@ from opentelemetry_exporter_userevents.abi.sched import (
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs, TracefsError
 from opentelemetry_exporter_userevents.reader.live.cpu_pipes import CpuPipes
 from opentelemetry_exporter_userevents.reader.live.tracefs_instance import TracefsInstance
+from opentelemetry_exporter_userevents.reader.views.kernel_decoders import (
+    ENTER,
+    EXIT,
+    FORK,
+    GONE,
+    SWITCH,
+    WAKEUP,
+    Decoder,
+    fields_decoder,
+    syscall_decoder,
+)
+from opentelemetry_exporter_userevents.reader.views.kernel_event_budget import EventAccount
+from opentelemetry_exporter_userevents.reader.views.kernel_pauses import Pauses
 from opentelemetry_exporter_userevents.reader.views.kernel_processes import (
     INIT_PID_NS,
     UNKNOWN,
@@ -113,25 +126,6 @@ class KernelStats:
     """Writers gone before they could be listed, or whose listing the kernel refused."""
 
 
-def _field_reader(fmt: EventFormat, name: str) -> tuple[int, struct.Struct]:
-    """(offset, struct) of an integer field, from the format's offset and size only."""
-    f = fmt.field(name)
-    codes = {1: "b", 2: "h", 4: "i", 8: "q"}
-    if f.size not in codes:
-        raise ValueError(f"{fmt.name}.{name}: an integer of {f.size} bytes")
-    code = codes[f.size] if f.signed else codes[f.size].upper()
-    return f.offset, struct.Struct("<" + code)
-
-
-@dataclass
-class _Decoder:
-    kind: str
-    fields: list[tuple[int, struct.Struct]]
-    name: str = ""
-    needs: int = 8
-    """Bytes a record must have for its fields."""
-
-
 @dataclass
 class KernelEvents:
     """Reads the kernel's events for our writers into a :class:`.KernelTimeline`."""
@@ -149,7 +143,7 @@ class KernelEvents:
 
     def __post_init__(self) -> None:
         self.tracefs_instance = TracefsInstance(self.tracefs, KERNEL_INSTANCE_PREFIX)
-        self._decoders: dict[int, _Decoder] = {}
+        self._decoders: dict[int, Decoder] = {}
         self.pipes = CpuPipes(self.tracefs, self.tracefs_instance.name, _PAGES_PER_READ)
         self.processes = ListedProcesses()
         self.reads = 0
@@ -165,8 +159,11 @@ class KernelEvents:
         self._last_read = time.time_ns()
         self._held: list[tuple[int, memoryview]] = []
         """Events after the moment the last read began, fed at the next."""
+        self._last_count = 0
         self._marker = (-1, 0)
         """The ``ftrace/print`` event's id and the offset of its text."""
+        self.pauses = Pauses(self._write_notrace)
+        """Processes over their budget of events, left out of the instance a while."""
 
     # --- lifetime -------------------------------------------------------------------
 
@@ -187,6 +184,7 @@ class KernelEvents:
             self.pipes.open()
             self._learn_formats()
             self.clock = self._check_clock()
+            self.leave_out_over_budget()
         except (OSError, ValueError, KeyError) as error:  # no such event, or another format
             raise KernelEventsError(f"cannot trace the kernel's events: {error}") from error
 
@@ -197,24 +195,25 @@ class KernelEvents:
 
     def _learn_formats(self) -> None:
         tracefs = self.tracefs
+        decoders = self._decoders
         fork = tracefs.read_format(SCHED_SYSTEM, SCHED_PROCESS_FORK)
-        self._decoders[fork.id] = _decoder("fork", fork, "parent_pid", "child_pid")
+        decoders[fork.id] = fields_decoder(FORK, fork, "parent_pid", "child_pid")
         gone = tracefs.read_format(SCHED_SYSTEM, SCHED_PROCESS_EXIT)
-        self._decoders[gone.id] = _decoder("gone", gone, "pid")
+        decoders[gone.id] = fields_decoder(GONE, gone, "pid")
         if "sched" in self.groups:
             switch = tracefs.read_format(SCHED_SYSTEM, SCHED_SWITCH)
-            self._decoders[switch.id] = _decoder(
-                "switch", switch, "prev_pid", "prev_state", "next_pid"
+            decoders[switch.id] = fields_decoder(
+                SWITCH, switch, "prev_pid", "prev_state", "next_pid"
             )
             for wakeup in (SCHED_WAKEUP, SCHED_WAKEUP_NEW):
                 fmt = tracefs.read_format(SCHED_SYSTEM, wakeup)
-                self._decoders[fmt.id] = _decoder("wakeup", fmt, "pid")
+                decoders[fmt.id] = fields_decoder(WAKEUP, fmt, "pid")
         if "syscalls" in self.groups:
             for event_id, event in tracefs.event_ids(SYSCALLS_SYSTEM).items():
                 if event.startswith(SYS_ENTER):
-                    self._decoders[event_id] = _Decoder("enter", [], event[len(SYS_ENTER) :])
+                    decoders[event_id] = syscall_decoder(ENTER, event[len(SYS_ENTER) :])
                 elif event.startswith(SYS_EXIT):
-                    self._decoders[event_id] = _Decoder("exit", [], event[len(SYS_EXIT) :])
+                    decoders[event_id] = syscall_decoder(EXIT, event[len(SYS_EXIT) :])
         marker = tracefs.read_format(FTRACE_SYSTEM, FTRACE_PRINT)
         self._marker = (marker.id, marker.field("buf").offset)
 
@@ -367,7 +366,8 @@ class KernelEvents:
 
     def lost_within(self, start: int, end: int) -> bool:
         """Whether events may have been lost between ``start`` and ``end`` (span clock)."""
-        return any(lost_from <= end and start <= lost_to for lost_from, lost_to in self.losses)
+        losses = self.losses
+        return bool(losses) and any(a <= end and start <= b for a, b in losses)
 
     # --- reading --------------------------------------------------------------------
 
@@ -379,67 +379,77 @@ class KernelEvents:
         for the next read (at most one read's worth) and fed sorted with its events, so a
         thread that moved between CPUs gets its events in order."""
         self.reads += 1
-        self.timeline.next_read(time.time_ns())
+        now = time.time_ns()
+        self.timeline.next_read(now)
+        for key in self.pauses.resume(now, self._last_count) if self.pauses.paused else ():
+            self.timeline.budget.account(key).closed = False
         began = time.clock_gettime_ns(time.CLOCK_TAI)  # the trace clock (CLOCK)
         records = self._held + self._read_records()
+        self._last_count = len(records)
         self._take_announced()  # after: a thread listed during the read has events in it
         records.sort(key=_STAMP)
         split = bisect_right(records, began, key=_STAMP)
         self._held = records[split:]
         return self.feed(records[:split])
 
+    def leave_out_over_budget(self) -> None:
+        """A process found over its budget is left out at once (:mod:`.kernel_pauses`)."""
+        self.timeline.budget.on_empty = self._leave_out
+
+    def _leave_out(self, account: EventAccount, when: int) -> None:
+        if not isinstance(account.key, ProcessKey) or account.key in self.pauses.paused:
+            return
+        tids = self.timeline.threads_charged_to(account)
+        if self.pauses.pause(account.key, tids, time.time_ns()):
+            account.left, account.closed = 0, True
+            self.timeline.mark_unknown(tids, when)
+
+    def _write_notrace(self, tids: list[int]) -> None:
+        self.tracefs.set_notrace_pids(self.tracefs_instance.name, tids)
+
     def feed(self, records: list[tuple[int, memoryview]]) -> int:
         """Decode (trace-clock time, record) pairs into the timeline, in time order;
         count what does not decode. Any bytes are safe here: the record decides nothing
-        but which thread's timeline gets which event."""
+        but which thread's timeline gets which event. One pass, a dictionary lookup and
+        one unpacking per record (:mod:`.kernel_decoders`): the loop runs per event."""
         timeline = self.timeline
-        decoders = self._decoders
+        decoder_of = self._decoders.get
         offset = self._offset
-        count = 0
+        enter, leave, switch = timeline.syscall_enter, timeline.syscall_exit, timeline.switch
+        count = undecodable = 0
         for stamp, record in records:
-            decoder = decoders.get(record[0] | (record[1] << 8)) if len(record) >= 8 else None
-            if decoder is None or len(record) < decoder.needs:
-                self.stats.undecodable += 1
+            size = len(record)
+            decoder = decoder_of(record[0] | (record[1] << 8)) if size >= 8 else None
+            if decoder is None or size < decoder[1]:
+                undecodable += 1
                 continue
             count += 1
-            when = stamp - offset
-            kind = decoder.kind
-            pid = _COMMON_PID(record, 4)[0]
-            if kind == "enter":
-                timeline.syscall_enter(when, pid, decoder.name)
-            elif kind == "exit":
-                timeline.syscall_exit(when, pid)
-            elif kind == "switch":
-                (prev_at, prev), (state_at, state), (next_at, nxt) = decoder.fields
-                timeline.switch(
-                    when,
-                    prev.unpack_from(record, prev_at)[0],
-                    state.unpack_from(record, state_at)[0],
-                    nxt.unpack_from(record, next_at)[0],
-                )
-            elif kind == "wakeup":
-                ((pid_at, woken),) = decoder.fields
-                timeline.wakeup(when, woken.unpack_from(record, pid_at)[0], pid)
-            elif kind == "fork":  # a listed thread started a thread or a child, listed too
-                (parent_at, parent), (child_at, child) = decoder.fields
-                timeline.fork(
-                    when,
-                    parent.unpack_from(record, parent_at)[0],
-                    child.unpack_from(record, child_at)[0],
-                )
+            kind = decoder[0]
+            if kind == ENTER:
+                enter(stamp - offset, _COMMON_PID(record, 4)[0], decoder[2])
+            elif kind == EXIT:
+                leave(stamp - offset, _COMMON_PID(record, 4)[0])
+            elif kind == SWITCH:
+                prev, state, nxt = decoder[2](record)
+                switch(stamp - offset, prev, state, nxt)
+            elif kind == WAKEUP:
+                timeline.wakeup(stamp - offset, decoder[2](record)[0], _COMMON_PID(record, 4)[0])
+            elif kind == FORK:  # a listed thread started a thread or a child, listed too
+                parent, child = decoder[2](record)
+                timeline.fork(stamp - offset, parent, child)
             else:  # gone: a thread exited (the kernel unlists it); a leader, its process
-                ((gone_at, gone),) = decoder.fields
-                tid = gone.unpack_from(record, gone_at)[0]
-                process = timeline.exit(when, tid)
+                (tid,) = decoder[2](record)
+                process = timeline.exit(stamp - offset, tid)
                 if process is not None and process.pid == tid:
                     with self._listing:
                         self.processes.exited(process)
         self.stats.records += count
+        self.stats.undecodable += undecodable
         return count
 
     def _read_records(self) -> list[tuple[int, memoryview]]:
         records: list[tuple[int, memoryview]] = []
-        for _, raw in self.pipes.read(self.layout.page_size):
+        for _, raw in self.pipes.read(self.layout.page_size, count_idle_cpus=False):
             try:
                 page = parse_page(raw, self.layout)
             except PageError:
@@ -452,8 +462,7 @@ class KernelEvents:
         if self.pipes.last_read_lost:
             self._note_loss()
         self._last_read = time.time_ns()
-        records.sort(key=_STAMP)
-        return records
+        return records  # sorted by :meth:`read`, with the events it held
 
     def _note_loss(self) -> None:
         interval = (self._last_read, time.time_ns())
@@ -469,12 +478,6 @@ _COMMON_PID = struct.Struct("<i").unpack_from
 
 def _STAMP(item: tuple[int, memoryview]) -> int:  # noqa: N802 - a sort key
     return item[0]
-
-
-def _decoder(kind: str, fmt: EventFormat, *names: str) -> _Decoder:
-    fields = [_field_reader(fmt, name) for name in names]
-    needs = max(offset + s.size for offset, s in fields)
-    return _Decoder(kind, fields, needs=needs)
 
 
 def _clocksource() -> str | None:

@@ -27,20 +27,32 @@ it is given, and the rest of the interval is unknown.
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_left, bisect_right
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from opentelemetry_exporter_userevents.abi.sched import (
     BLOCKED,
     ON_CPU,
     OTHER,
-    RUNNABLE,
     SLEEPING,
     is_voluntary,
     switched_out_state,
 )
+from opentelemetry_exporter_userevents.reader.views.kernel_event_budget import (
+    EventAccount,
+    EventBudget,
+)
 from opentelemetry_exporter_userevents.reader.views.kernel_processes import ProcessKey
+from opentelemetry_exporter_userevents.reader.views.kernel_sums import (
+    DROPPED,
+    WOKEN,
+    ThreadSummary,
+    Wait,
+    state_of,
+    summarize,
+)
+
+__all__ = ["KernelTimeline", "ThreadSummary", "Wait"]
 
 MAX_THREADS = 4096
 """Threads kept (an exited one forgotten first, then the least recently touched)."""
@@ -60,58 +72,17 @@ EXIT_GRACE_NS = 15_000_000_000
 """And nanoseconds after its exit: longer than the rebuilder holds a span for its resource
 (11 s by default). A span enriched later says ``none``; past :data:`MAX_THREADS` an exited
 thread is the first forgotten."""
-_UNKNOWN = -1
-_WOKEN = 5
-"""The code of a wake-up (the thread becomes RUNNABLE) in a thread's ``states``."""
-
-
-@dataclass
-class Wait:
-    """One stretch off the CPU, as much of it as lies in the interval asked about."""
-
-    start: int
-    """When it left the CPU (or the interval's start)."""
-    duration: int
-    state: int
-    """Why it left: RUNNABLE (preempted), SLEEPING, BLOCKED, OTHER."""
-    runnable: int
-    """Of ``duration``, the time between its wake-up and getting a CPU back."""
-    syscall: str | None
-    """The syscall it was in when it left, if any."""
-    waker: int | None
-    """The thread that woke it (the wake-up's ``common_pid``), if seen."""
-
-
-@dataclass
-class ThreadSummary:
-    """What one thread did in the kernel during an interval."""
-
-    on_cpu: int = 0
-    off_cpu: dict[int, int] = field(default_factory=dict)
-    """Nanoseconds per off-CPU state (RUNNABLE, SLEEPING, BLOCKED, OTHER)."""
-    unknown: int = 0
-    """Nanoseconds before the thread was watched, or before its oldest event kept."""
-    voluntary: int = 0
-    involuntary: int = 0
-    syscalls: dict[str, list[int]] = field(default_factory=dict)
-    """Name -> [count, nanoseconds inside the interval]."""
-    waits: list[Wait] = field(default_factory=list)
-    partial: bool = False
-    """The interval starts before what the timeline knows of the thread, or reaches past
-    the events the budget let it sum (``unknown`` says how much)."""
-    scanned: int = 0
-    """Events summed: what the sum cost."""
-    cut: bool = False
-    """The budget ended the sum before the interval's end."""
 
 
 class _Thread:
     __slots__ = (
         "times", "states", "wakers", "sys_enter", "sys_exit", "sys_name",
-        "pending_syscall", "watched_from", "process", "exited_at", "gaps",
+        "pending_syscall", "watched_from", "process", "exited_at", "gaps", "account",
     )  # fmt: skip
 
-    def __init__(self, watched_from: int, process: ProcessKey | None) -> None:
+    def __init__(
+        self, watched_from: int, process: ProcessKey | None, account: EventAccount
+    ) -> None:
         self.times = array("q")
         self.states = array("b")
         """The state entered at each time; a switch out stores -(state + 1) when voluntary
@@ -127,7 +98,8 @@ class _Thread:
         self.exited_at: int | None = None
         self.gaps: list[tuple[int, int]] = []
         """From an event dropped out of order to the newest kept then: not known whole."""
-        """When it exited: after that, what the timeline knows of its tid is unknown."""
+        self.account = account
+        """The bucket its events are charged to (:mod:`.kernel_event_budget`)."""
 
 
 @dataclass
@@ -150,9 +122,15 @@ class TimelineStats:
 class KernelTimeline:
     """Per-thread timelines of scheduler states and syscalls."""
 
-    def __init__(self, max_threads: int = MAX_THREADS, max_events: int = MAX_EVENTS) -> None:
+    def __init__(
+        self,
+        max_threads: int = MAX_THREADS,
+        max_events: int = MAX_EVENTS,
+        budget: EventBudget | None = None,
+    ) -> None:
         self.max_threads = max_threads
         self.max_events = max_events
+        self.budget = budget or EventBudget()
         self.stats = TimelineStats()
         self.names: list[str] = []
         self._name_index: dict[str, int] = {}
@@ -182,6 +160,7 @@ class KernelTimeline:
         else:
             if process is not None:
                 thread.process = process
+                thread.account = self.budget.account(process)
             self._threads.move_to_end(tid)
 
     def fork(self, time: int, parent: int, child: int) -> None:
@@ -196,6 +175,7 @@ class KernelTimeline:
             self._forget(child)
         self._threads.move_to_end(parent)
         self._new(child, time, None)
+        self._threads[child].account = thread.account  # its parent's bucket, until known
 
     def exit(self, time: int, tid: int) -> ProcessKey | None:
         """A ``sched_process_exit``: ``tid`` is forgotten :data:`EXIT_GRACE_READS` reads and
@@ -233,6 +213,8 @@ class KernelTimeline:
         thread = self._threads.get(tid)
         if thread is not None:
             thread.process = process
+            if process.pid > 0:  # not UNKNOWN: a process of its own, its own bucket
+                thread.account = self.budget.account(process)
 
     def switch(self, time: int, prev_tid: int, prev_state: int, next_tid: int) -> None:
         """A ``sched_switch``: ``prev_tid`` left the CPU in ``prev_state``, ``next_tid`` got it."""
@@ -246,10 +228,10 @@ class KernelTimeline:
     def wakeup(self, time: int, tid: int, waker: int) -> None:
         """A ``sched_wakeup``: ``tid`` became runnable, woken by ``waker``."""
         thread = self._threads.get(tid)
-        if thread is not None and thread.states and _state(thread.states[-1]) in (
+        if thread is not None and thread.states and state_of(thread.states[-1]) in (
             SLEEPING, BLOCKED, OTHER,
         ):  # fmt: skip
-            self._add(tid, time, _WOKEN, waker)
+            self._add(tid, time, WOKEN, waker)
 
     def syscall_enter(self, time: int, tid: int, name: str) -> None:
         thread = self._threads.get(tid)
@@ -258,21 +240,40 @@ class KernelTimeline:
         if time < thread.watched_from:
             self.stats.before_watched += 1
             return
-        thread.pending_syscall = (time, self._name(name))
+        account = thread.account
+        if account.left > 0:
+            account.left -= 1
+        elif not self.budget.refill(account, time):
+            self._over_budget(thread, time)
+            return
+        index = self._name_index.get(name)
+        thread.pending_syscall = (time, self._name(name) if index is None else index)
 
     def syscall_exit(self, time: int, tid: int) -> None:
         thread = self._threads.get(tid)
-        if thread is None or thread.pending_syscall is None:
+        if thread is None:
             return
-        entered, name = thread.pending_syscall
+        account = thread.account  # charged even if its entry was not taken: its storm's
+        if account.left > 0:
+            account.left -= 1
+        elif not self.budget.refill(account, time):
+            self._over_budget(thread, time)
+            return
+        pending = thread.pending_syscall
+        if pending is None:
+            return
+        entered = pending[0]
         thread.pending_syscall = None
-        if thread.sys_enter and entered < thread.sys_enter[-1]:
-            self._disorder(thread, entered, thread.sys_enter[-1])
+        enters = thread.sys_enter
+        if enters and entered < enters[-1]:
+            self._disorder(thread, entered, enters[-1])
             return
-        thread.sys_enter.append(entered)
+        enters.append(entered)
         thread.sys_exit.append(time)
-        thread.sys_name.append(name)
-        self._count(1)
+        thread.sys_name.append(pending[1])
+        self._events += 1
+        if self._events > self.max_events:
+            self._trim()
 
     def _disorder(self, thread: _Thread, dropped: int, newest: int) -> None:
         self.stats.out_of_order += 1
@@ -282,12 +283,42 @@ class KernelTimeline:
             (a, b), (c, d) = gaps[0], gaps[1]
             gaps[:2] = [(min(a, c), max(b, d))]
 
+    def threads_charged_to(self, account: EventAccount) -> list[int]:
+        """The live threads whose events ``account`` pays for."""
+        return [tid for tid, thread in self._threads.items()
+                if thread.account is account and thread.exited_at is None]  # fmt: skip
+
+    def mark_unknown(self, tids: list[int], time: int) -> None:
+        """From ``time`` on, what these threads do is unknown until their next switch (their
+        events are not recorded a while: :mod:`.kernel_pauses`)."""
+        for tid in tids:
+            thread = self._threads.get(tid)
+            if thread is not None:
+                self._over_budget(thread, time)
+
+    def _over_budget(self, thread: _Thread, time: int) -> None:
+        """An event of ``thread`` at ``time`` its process's bucket could not take: from
+        then to its next switch taken, its state is unknown (a ``DROPPED`` mark), and its
+        syscall under way is not known to end."""
+        thread.pending_syscall = None
+        times, states = thread.times, thread.states
+        if states and states[-1] == DROPPED:
+            return
+        if times and time < times[-1]:  # out of order: what is known ends at the newest
+            self._disorder(thread, time, times[-1])
+            return
+        times.append(time)
+        states.append(DROPPED)
+        thread.wakers.append(0)
+        self._count(1)
+
     def _new(self, tid: int, since: int, process: ProcessKey | None) -> None:
         if len(self._threads) >= self.max_threads:
             oldest = next(iter(self._threads))
             self._forget(oldest)
             self.stats.threads_forgotten += 1
-        self._threads[tid] = _Thread(since, process)
+        key = process if process is not None else ("thread", tid)
+        self._threads[tid] = _Thread(since, process, self.budget.account(key))
 
     def _forget(self, tid: int) -> None:
         thread = self._threads.pop(tid, None)
@@ -303,7 +334,13 @@ class KernelTimeline:
         if thread.times and time < thread.times[-1]:
             self._disorder(thread, time, thread.times[-1])
             return
-        if not thread.times and code not in (ON_CPU, _WOKEN) and thread.watched_from <= time:
+        account = thread.account
+        if account.left > 0:
+            account.left -= 1
+        elif not self.budget.refill(account, time):
+            self._over_budget(thread, time)
+            return
+        if not thread.times and code not in (ON_CPU, WOKEN) and thread.watched_from <= time:
             # Its first event is a switch out: it was on the CPU since it was watched.
             thread.times.append(thread.watched_from)
             thread.states.append(ON_CPU)
@@ -357,129 +394,8 @@ class KernelTimeline:
         thread = self._threads.get(tid)
         if thread is None or end < start:
             return None
-        result = ThreadSummary()
         half = max(min(MAX_SCAN if budget is None else budget, MAX_SCAN), 0) // 2
-        times, enters = thread.times, thread.sys_enter
-        last = end if thread.exited_at is None else max(min(end, thread.exited_at), start)
-        known = last
-        first_state = bisect_right(times, start)
-        if len(times) - first_state > half and times[first_state + half] < last:
-            last = times[first_state + half]
-        first_call = bisect_left(enters, start)
-        if len(enters) - first_call > half and enters[first_call + half] < last:
-            last = enters[first_call + half]
-        self._sum_states(thread, start, last, wait_threshold, result)
-        self._sum_syscalls(thread, start, last, result)
-        result.unknown += end - last
-        result.cut = last < known
-        result.partial = (
-            start < thread.watched_from
-            or result.unknown > 0
-            or any(a <= end and start <= b for a, b in thread.gaps)
-        )
-        result.scanned = (bisect_right(times, last) - first_state) + (
-            bisect_right(enters, last) - first_call
-        )
-        return result
-
-    def _sum_states(
-        self, thread: _Thread, start: int, end: int, threshold: int, out: ThreadSummary
-    ) -> None:
-        times, states, wakers = thread.times, thread.states, thread.wakers
-        first = bisect_right(times, start)
-        # The state at ``start``: the one entered last before it, if known.
-        state = _state(states[first - 1]) if first else _UNKNOWN
-        at = start
-        if state == _UNKNOWN and thread.watched_from > start:
-            out.unknown += min(thread.watched_from, end) - start
-            at = min(thread.watched_from, end)
-        wait: Wait | None = None
-        if state not in (ON_CPU, _UNKNOWN):
-            out_index = first - 1
-            while out_index > 0 and states[out_index] == _WOKEN:
-                out_index -= 1
-            left = times[out_index]
-            waker = wakers[first - 1] if states[first - 1] == _WOKEN else 0
-            wait = Wait(max(left, start), 0, _state(states[out_index]), 0,
-                        self._syscall_at(thread, left), waker or None)  # fmt: skip
-        index = first
-        while index < len(times) and times[index] <= end:
-            time, code = times[index], states[index]
-            self._credit(out, state, time - at, wait)
-            at = time
-            new_state = _state(code)
-            if code == _WOKEN:
-                if wait is not None:
-                    wait.waker = wakers[index] or None
-            elif new_state == ON_CPU:
-                if wait is not None:
-                    self._close_wait(out, wait, threshold)
-                    wait = None
-            elif state == ON_CPU or state == _UNKNOWN:
-                if code < 0:
-                    out.voluntary += 1
-                else:
-                    out.involuntary += 1
-                wait = Wait(time, 0, new_state, 0, self._syscall_at(thread, time), None)
-            state = new_state
-            index += 1
-        self._credit(out, state, end - at, wait)
-        if wait is not None:
-            self._close_wait(out, wait, threshold)
-
-    @staticmethod
-    def _credit(out: ThreadSummary, state: int, duration: int, wait: Wait | None) -> None:
-        if duration <= 0:
-            return
-        if state == ON_CPU:
-            out.on_cpu += duration
-        elif state == _UNKNOWN:
-            out.unknown += duration
-        else:
-            out.off_cpu[state] = out.off_cpu.get(state, 0) + duration
-            if wait is not None:
-                wait.duration += duration
-                if state == RUNNABLE:
-                    wait.runnable += duration
-
-    @staticmethod
-    def _close_wait(out: ThreadSummary, wait: Wait, threshold: int) -> None:
-        if wait.duration >= threshold:
-            out.waits.append(wait)
-
-    def _syscall_at(self, thread: _Thread, time: int) -> str | None:
-        """The syscall ``thread`` was in at ``time``, if it is known."""
-        index = bisect_right(thread.sys_enter, time) - 1
-        if index >= 0 and thread.sys_exit[index] >= time:
-            return self.names[thread.sys_name[index]]
-        pending = thread.pending_syscall
-        if pending is not None and pending[0] <= time:
-            return self.names[pending[1]]
-        return None
-
-    def _sum_syscalls(self, thread: _Thread, start: int, end: int, out: ThreadSummary) -> None:
-        enters, exits, names = thread.sys_enter, thread.sys_exit, thread.sys_name
-        # A syscall counts if it ran at all inside the interval; its time is clipped to it.
-        index = max(bisect_left(enters, start) - 1, 0)
-        while index < len(enters) and enters[index] <= end:
-            entered, exited = enters[index], exits[index]
-            if exited >= start:
-                inside = min(exited, end) - max(entered, start)
-                tally = out.syscalls.setdefault(self.names[names[index]], [0, 0])
-                tally[0] += 1
-                tally[1] += max(inside, 0)
-            index += 1
-        pending = thread.pending_syscall
-        if pending is not None and pending[0] <= end:  # still in it when the span ended
-            tally = out.syscalls.setdefault(self.names[pending[1]], [0, 0])
-            tally[0] += 1
-            tally[1] += end - max(pending[0], start)
-
-
-def _state(code: int) -> int:
-    if code < 0:
-        return -code - 1
-    return RUNNABLE if code == _WOKEN else code
+        return summarize(thread, self.names, start, end, wait_threshold, half)
 
 
 def _halve(thread: _Thread) -> None:

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from opentelemetry_exporter_userevents.abi.sched import (
@@ -62,9 +63,10 @@ from opentelemetry_exporter_userevents.reader.decode.checked_records import (
 )
 from opentelemetry_exporter_userevents.reader.terminal_text import printable
 from opentelemetry_exporter_userevents.reader.views.kernel_budget import ScanBudget
+from opentelemetry_exporter_userevents.reader.views.kernel_event_budget import EventBudget
 from opentelemetry_exporter_userevents.reader.views.kernel_events import KernelEvents
-from opentelemetry_exporter_userevents.reader.views.kernel_processes import ProcessKey
-from opentelemetry_exporter_userevents.reader.views.kernel_timeline import ThreadSummary
+from opentelemetry_exporter_userevents.reader.views.kernel_processes import UNKNOWN, ProcessKey
+from opentelemetry_exporter_userevents.reader.views.kernel_sums import ThreadSummary
 
 TOP_SYSCALLS = 5
 MAX_WAIT_EVENTS = 32
@@ -75,12 +77,6 @@ THREAD = "linux.thread.id"
 """The OS thread id (``gettid``, host's pid namespace) a span is summed over: the semantic
 conventions have no name for it (their ``thread.id`` is the runtime's own thread id)."""
 _RECENT_SPANS = 64
-_OFF_CPU_NAMES = {
-    RUNNABLE: "linux.sched.runnable_ns",
-    SLEEPING: "linux.sched.sleeping_ns",
-    BLOCKED: "linux.sched.blocked_ns",
-    OTHER: "linux.sched.other_ns",
-}
 
 
 @dataclass
@@ -102,10 +98,13 @@ class KernelViewStats:
 class _Recent:
     """The last spans enriched on one thread: (start, end, span id, parent span id)."""
 
-    __slots__ = ("spans",)
+    __slots__ = ("spans", "latest_end")
 
     def __init__(self) -> None:
         self.spans: deque[tuple[int, int, int, int | None]] = deque(maxlen=_RECENT_SPANS)
+        self.latest_end = 0
+        """The latest end of any span kept so far: a span that starts after it overlaps
+        none (most do: the cost of a thread's spans one after another is one compare)."""
 
 
 class KernelView:
@@ -126,7 +125,9 @@ class KernelView:
 
     def __call__(self, span: CheckedSpan, writer_tid: int) -> CheckedSpan:
         events = self.events
-        writer = events.process_of(writer_tid)
+        writer = events.timeline.process(writer_tid)  # known: most spans, at once
+        if writer is None or writer == UNKNOWN:
+            writer = events.process_of(writer_tid)
         tid = writer_tid
         named = span.attributes.get(THREAD)
         if isinstance(named, int) and not isinstance(named, bool) and named != writer_tid:
@@ -145,30 +146,35 @@ class KernelView:
             self.budget.spend(payer, summary.scanned)
             self.stats.scanned += summary.scanned
             self.stats.over_budget += summary.cut
-        added: dict[str, Any] = {THREAD: tid}
         span_events = span.events
         dropped = span.dropped_events
         if summary is None:
             self.stats.not_watched += 1
-            added["linux.kernel.view"] = "none"
+            added: dict[str, Any] = {THREAD: tid, "linux.kernel.view": "none"}
         else:
             self.stats.spans += 1
             partial = summary.partial or events.lost_within(start, end)
             self.stats.partial += partial
-            added.update(_attributes(summary, partial))
+            added = _attributes(tid, summary, partial)
             if self._shared(tid, span):
                 added["linux.thread.shared"] = True
                 self.stats.shared += 1
-            waits = sorted(summary.waits, key=lambda w: w.duration, reverse=True)
-            kept = sorted(waits[:MAX_WAIT_EVENTS], key=lambda w: w.start)
-            span_events = list(span_events) + [_wait_event(wait) for wait in kept]
-            span_events.sort(key=lambda event: event.time_ns)
-            dropped += len(waits) - len(kept)
-        attributes = {
-            **span.attributes,
-            **{k: v for k, v in added.items() if k not in span.attributes},
-        }
-        return span._replace(attributes=attributes, events=span_events, dropped_events=dropped)
+            waits = summary.waits
+            if waits:
+                waits = sorted(waits, key=_DURATION, reverse=True)
+                kept = sorted(waits[:MAX_WAIT_EVENTS], key=_START)
+                span_events = list(span_events) + [_wait_event(wait) for wait in kept]
+                dropped += len(waits) - len(kept)
+            if len(span_events) > 1:  # a span's own events come out in time order too
+                span_events = sorted(span_events, key=_TIME)
+        own = span.attributes
+        attributes = {**own, **added}  # the app's keys keep their places, ours follow
+        for key in own.keys() & added.keys():  # and the app's own values win
+            attributes[key] = own[key]
+        # span._replace(attributes=..., events=..., dropped_events=...), for a fraction of
+        # its cost (it runs once per span)
+        return _SPAN(span[:_ATTRIBUTES] + (attributes, span[_ATTRIBUTES + 1], span_events,
+                                          dropped) + span[_DROPPED_EVENTS + 1 :])  # fmt: skip
 
     def _shared(self, tid: int, span: CheckedSpan) -> bool:
         recent = self._recent.get(tid)
@@ -176,21 +182,34 @@ class KernelView:
             if len(self._recent) >= 4096:
                 del self._recent[next(iter(self._recent))]
             recent = self._recent[tid] = _Recent()
-        parents = {s[2]: s[3] for s in recent.spans}
+        start, end = span.start_time_ns, span.end_time_ns
         shared = False
-        for other_start, other_end, other_id, _ in recent.spans:
-            if other_end <= span.start_time_ns or other_start >= span.end_time_ns:
-                continue
-            if other_id == span.span_id:
-                continue
-            if not _descends(other_id, span.span_id, parents) and not _descends(
-                span.span_id, other_id, parents | {span.span_id: span.parent_span_id}
-            ):
-                shared = True
-                break
-        recent.spans.append((span.start_time_ns, span.end_time_ns, span.span_id,
-                             span.parent_span_id))  # fmt: skip
+        if recent.latest_end > start:  # else none of them overlaps it: one after another
+            parents: dict[int, int | None] | None = None
+            for other_start, other_end, other_id, _ in recent.spans:
+                if other_end <= start or other_start >= end or other_id == span.span_id:
+                    continue
+                if parents is None:
+                    parents = {s[2]: s[3] for s in recent.spans}
+                if not _descends(other_id, span.span_id, parents) and not _descends(
+                    span.span_id, other_id, parents | {span.span_id: span.parent_span_id}
+                ):
+                    shared = True
+                    break
+        recent.spans.append((start, end, span.span_id, span.parent_span_id))
+        recent.latest_end = max(recent.latest_end, end)
         return shared
+
+
+_SPAN = CheckedSpan._make
+_ATTRIBUTES = CheckedSpan._fields.index("attributes")
+_DROPPED_EVENTS = CheckedSpan._fields.index("dropped_events")
+assert CheckedSpan._fields[_ATTRIBUTES : _DROPPED_EVENTS + 1] == (
+    "attributes", "dropped_attributes", "events", "dropped_events",
+)  # fmt: skip
+_DURATION = attrgetter("duration")
+_START = attrgetter("start")
+_TIME = attrgetter("time_ns")
 
 
 def _descends(span_id: int, ancestor: int, parents: dict[int, int | None]) -> bool:
@@ -205,29 +224,42 @@ def _descends(span_id: int, ancestor: int, parents: dict[int, int | None]) -> bo
     return False
 
 
-def _attributes(summary: ThreadSummary, partial: bool) -> dict[str, Any]:
-    off_cpu = sum(summary.off_cpu.values())
+def _attributes(tid: int, summary: ThreadSummary, partial: bool) -> dict[str, Any]:
+    off = summary.off_cpu
     attributes: dict[str, Any] = {
+        THREAD: tid,
         "linux.kernel.view": "partial" if partial else "whole",
         "linux.sched.on_cpu_ns": summary.on_cpu,
-        "linux.sched.off_cpu_ns": off_cpu,
+        "linux.sched.off_cpu_ns": sum(off.values()),
+        "linux.sched.runnable_ns": off.get(RUNNABLE, 0),
+        "linux.sched.sleeping_ns": off.get(SLEEPING, 0),
+        "linux.sched.blocked_ns": off.get(BLOCKED, 0),
+        "linux.sched.other_ns": off.get(OTHER, 0),
+        "linux.sched.switches.voluntary": summary.voluntary,
+        "linux.sched.switches.involuntary": summary.involuntary,
     }
-    for state, name in _OFF_CPU_NAMES.items():
-        attributes[name] = summary.off_cpu.get(state, 0)
-    attributes["linux.sched.switches.voluntary"] = summary.voluntary
-    attributes["linux.sched.switches.involuntary"] = summary.involuntary
     if summary.unknown:
         attributes["linux.kernel.unknown_ns"] = summary.unknown
     calls = summary.syscalls
-    attributes["linux.syscall.count"] = sum(tally[0] for tally in calls.values())
-    attributes["linux.syscall.time_ns"] = sum(tally[1] for tally in calls.values())
-    top = sorted(calls.items(), key=lambda item: (-item[1][1], -item[1][0], item[0]))
-    top = top[:TOP_SYSCALLS]
-    if top:
-        attributes["linux.syscall.top.name"] = [name for name, _ in top]
-        attributes["linux.syscall.top.count"] = [tally[0] for _, tally in top]
-        attributes["linux.syscall.top.time_ns"] = [tally[1] for _, tally in top]
+    if not calls:
+        attributes["linux.syscall.count"] = attributes["linux.syscall.time_ns"] = 0
+        return attributes
+    count = spent = 0
+    for tally in calls.values():
+        count += tally[0]
+        spent += tally[1]
+    attributes["linux.syscall.count"] = count
+    attributes["linux.syscall.time_ns"] = spent
+    top = sorted(calls.items(), key=_TOP)[:TOP_SYSCALLS] if len(calls) > 1 else list(calls.items())
+    attributes["linux.syscall.top.name"] = [name for name, _ in top]
+    attributes["linux.syscall.top.count"] = [tally[0] for _, tally in top]
+    attributes["linux.syscall.top.time_ns"] = [tally[1] for _, tally in top]
     return attributes
+
+
+def _TOP(item: tuple[str, list[int]]) -> tuple[int, int, str]:  # noqa: N802 - a sort key
+    """The syscalls that took longest first, then the most made, then by name."""
+    return (-item[1][1], -item[1][0], item[0])
 
 
 def _wait_event(wait: Any) -> CheckedEvent:
@@ -290,4 +322,29 @@ def kernel_parts(view: object) -> list[str]:
     ):
         if count:
             parts.append(f"{count} {label}")
+    budget, pauses = view.events.timeline.budget, view.events.pauses
+    if budget.dropped:
+        parts.append(f"{budget.dropped} kernel events over their process's budget (not summed: "
+                     f"{dropped_by_process(budget)}; their threads' spans partial)")  # fmt: skip
+    if pauses.count:
+        parts.append(f"{pauses.count} times a process over its budget was left out of the "
+                     "kernel's events for a second")  # fmt: skip
+    if pauses.failed:
+        parts.append(f"{pauses.failed} times the kernel did not take the list of processes "
+                     "left out (set_event_notrace_pid)")  # fmt: skip
     return parts
+
+
+def dropped_by_process(budget: EventBudget) -> str:
+    """``pid 123 4500, pid 77 12, others 3``: the processes whose kernel events were over
+    their budget, the most first."""
+    return ", ".join(
+        f"others {count}" if key is None else f"{_payer_name(key)} {count}"
+        for key, count in budget.by_process()
+    )
+
+
+def _payer_name(key: object) -> str:
+    if isinstance(key, ProcessKey):
+        return f"pid {key.pid}"
+    return f"tid {key[1]}" if isinstance(key, tuple) and len(key) == 2 else "?"

@@ -426,7 +426,7 @@ def test_an_announcement_is_listed_while_a_read_of_the_kernels_events_is_under_w
     class SlowPipes:
         lost, last_read_lost = 0, False
 
-        def read(self, page_size: int) -> list[tuple[int, bytes]]:
+        def read(self, page_size: int, count_idle_cpus: bool = True) -> list[tuple[int, bytes]]:
             reading.set()
             release.wait(30)
             return []
