@@ -89,21 +89,28 @@ def _value_bytes(item: Telemetry) -> int:
         return 0
     total = 0
     stack: list[Any] = list(item.checked)
-    pop, extend = stack.pop, stack.extend
+    pop, push = stack.pop, stack.append
     while stack:
         value = pop()
         kind = type(value)
         if kind is str or kind is bytes:
             total += VALUE_BYTES + len(value)
-        elif kind is dict:
-            extend(value.keys())
-            extend(value.values())
-            total += VALUE_BYTES
+            continue
+        total += VALUE_BYTES
+        if kind is dict:
+            members: Any = (*value.keys(), *value.values())
         elif isinstance(value, list | tuple):
-            extend(value)
-            total += VALUE_BYTES
+            members = value
         else:
-            total += VALUE_BYTES
+            continue
+        for member in members:  # scalars counted here: most values are, and a push costs
+            inner = type(member)
+            if inner is str or inner is bytes:
+                total += VALUE_BYTES + len(member)
+            elif inner is int or inner is float or inner is bool or member is None:
+                total += VALUE_BYTES
+            else:
+                push(member)
     return total
 
 
