@@ -197,6 +197,22 @@ def parser() -> argparse.ArgumentParser:
     )
     dec.add_argument("file", help="trace.dat (trace-cmd, versions 6 and 7) or perf.data")
     dec.add_argument(
+        "--kernel",
+        metavar="GROUPS",
+        help="add to each span what its thread did in the kernel, as record --kernel does, "
+        "from the scheduler's and syscalls' events the capture holds (trace-cmd record -e "
+        "sched -e syscalls, perf record -e 'sched:*' -e 'syscalls:*'), e.g. --kernel "
+        "sched,syscalls (default: none)",
+    )
+    dec.add_argument(
+        "--kernel-wait-threshold",
+        type=float,
+        default=1.0,
+        metavar="MS",
+        help="with --kernel, a span event for each stretch off the CPU of at least MS "
+        "milliseconds (default 1)",
+    )
+    dec.add_argument(
         "--prefix",
         dest="prefixes",
         action="append",

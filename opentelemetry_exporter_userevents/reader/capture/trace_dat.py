@@ -39,6 +39,10 @@ from opentelemetry_exporter_userevents.reader.private_file import open_private
 VERSION = "6"
 OPTION_BUFFER = 3
 """A trace-cmd instance buffer (``record -B``)."""
+OPTION_TRACECLOCK = 4
+"""Version 6: the top buffer's ``trace_clock`` file follows its CPUs' table (``size:u64``
+then the text, e.g. ``[local] global counter ...``)."""
+MAX_CLOCK_TEXT = 4096
 _OPTIONS = b"options  \0"
 _FLYRECORD = b"flyrecord\0"
 _LATENCY = b"latency  \0"
@@ -60,6 +64,11 @@ class TraceDat:
     cut_short: int = 0
     """Bytes of CPU data the header announces beyond the end of the file."""
     compression: str = "none"
+    clock: str | None = None
+    """The trace clock the top buffer was recorded with (``local`` by default), when the
+    file says."""
+    missing_cpus: list[int] = field(default_factory=list)
+    """CPUs whose data the file announces but does not hold whole (cut short)."""
 
     def cpu_pages(self) -> list[tuple[int, Iterator[memoryview]]]:
         """Each CPU's whole pages, in the order the kernel filled them, read as they are
@@ -106,10 +115,12 @@ def read_trace_dat(data: bytes | memoryview) -> TraceDat:
     if cpus > 4096:
         raise CaptureError(f"trace.dat: {cpus} CPUs")
     buffers: list[str] = []
+    has_clock = False
     label = bytes(cursor.take(10, "section label"))
     while label == _OPTIONS:
         while (option := cursor.u16("option id")) != 0:
             body = Cursor(cursor.take(cursor.u32("option size"), f"option {option}"))
+            has_clock |= option == OPTION_TRACECLOCK
             if option == OPTION_BUFFER:
                 body.u64("buffer offset")
                 buffers.append(body.cstring("buffer name"))
@@ -120,12 +131,31 @@ def read_trace_dat(data: bytes | memoryview) -> TraceDat:
         raise CaptureError(f"trace.dat: unknown section {label!r}")
     cpu_data: list[tuple[int, CpuData]] = []
     cut_short = 0
+    missing_cpus = []
     for cpu in range(cpus):
         offset, size = cursor.u64(f"CPU {cpu} offset"), cursor.u64(f"CPU {cpu} size")
         blob, missing = clip(cursor.data, offset, size)
         cpu_data.append((cpu, blob))
         cut_short += missing
-    return TraceDat(tracing, cpu_data, buffers, cut_short)
+        if missing:
+            missing_cpus.append(cpu)
+    dat = TraceDat(tracing, cpu_data, buffers, cut_short, missing_cpus=missing_cpus)
+    if has_clock:
+        with contextlib.suppress(CaptureError):  # no clock said: it is estimated
+            size = cursor.u64("trace_clock size")
+            dat.clock = clock_name(cursor.text(min(size, MAX_CLOCK_TEXT), "trace_clock"))
+    return dat
+
+
+def clock_name(text: str) -> str | None:
+    """The clock in use in a ``trace_clock`` file's text (the one in brackets), or a bare
+    clock name; None if it says neither."""
+    text = text.strip()
+    if "[" in text:
+        text = text.split("[", 1)[1].split("]", 1)[0]
+    name = text.strip()
+    ok = 0 < len(name) <= 32 and all(c.isalnum() or c in "-_" for c in name)
+    return name if ok else None
 
 
 def clip(data: memoryview, offset: int, size: int) -> tuple[memoryview, int]:

@@ -145,8 +145,15 @@ def decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     decoded = decode_file(args.file, prefixes_of(args, every_by_default=True), providers)
     for name, reason in decoded.incompatible.items():
         err.write(f"otel-userevents: not decoding {printable(f'{name}: {reason}')}\n")
+    kernel_run = None
+    if getattr(args, "kernel", None):  # imported when chosen, as record does
+        from opentelemetry_exporter_userevents.reader.commands import (  # noqa: PLC0415
+            capture_kernel,
+        )
+
+        kernel_run = capture_kernel.kernel_view_of(args, decoded, err)
     workers = workers_of(args)
-    if decoded.cpu_pages is None or decoded.size < WORKERS_FROM:
+    if decoded.cpu_pages is None or decoded.size < WORKERS_FROM or kernel_run is not None:
         workers = 1
     output = output_of(args, out, workers)
     # the whole file is there: no waiting
@@ -156,7 +163,9 @@ def decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     pool: WorkerPool | None = None
     try:
         try:  # records decode as they are taken: a batch at a time, whatever the file's size
-            if workers > 1 and decoded.cpu_pages is not None:
+            if kernel_run is not None:
+                kernel_run(rebuilder, output)
+            elif workers > 1 and decoded.cpu_pages is not None:
                 pool = WorkerPool(
                     workers, prefixes_of(args, True), decoded.decoder.layout, providers
                 )
@@ -175,6 +184,9 @@ def decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         output.close()
     for note in decoded.notes:  # complete once every record is read
         err.write(f"otel-userevents: {printable(note)}\n")
+    if kernel_run is not None:
+        for note in capture_kernel.kernel_notes(rebuilder):
+            err.write(f"otel-userevents: kernel view: {printable(note)}\n")
     stats = decoded.decoder.stats
     if pool is not None:
         _add_stats(stats, pool)
@@ -185,6 +197,8 @@ def decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         f"{stats.pages_with_missed_events} pages after lost events",
         *rebuilt_parts(rebuilder, stats, output),
     ]
+    if kernel_run is not None:
+        parts += capture_kernel.kernel_parts(rebuilder.span_enricher)
     err.write(head + ", ".join(parts) + "\n")
     if not decoded.tracepoints:
         err.write(
