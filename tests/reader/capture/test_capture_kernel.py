@@ -24,6 +24,7 @@ from opentelemetry_exporter_userevents.abi.format import parse_format
 from opentelemetry_exporter_userevents.abi.ring_buffer import FTRACE_MAX_PAYLOAD
 from opentelemetry_exporter_userevents.reader import cli
 from opentelemetry_exporter_userevents.reader.capture import TraceDatWriter
+from opentelemetry_exporter_userevents.reader.capture.tracing_data import write_tracing_data
 from opentelemetry_exporter_userevents.reader.views.kernel_capture import CaptureKernelEvents
 from opentelemetry_exporter_userevents.record import schema
 from tests.reader.capture.test_capture import (
@@ -32,13 +33,14 @@ from tests.reader.capture.test_capture import (
     SPAN_ID,
     _resource_payload,
 )
-from tests.support.captures import HEADER_EVENT
+from tests.support.captures import HEADER_EVENT, perf_data, tracing_data
 from tests.support.pages import HEADER_PAGE, data_event, page, record
 from tests.support.span_fixtures import RESOURCE
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 KERNEL = json.loads((DATA / "kernel_formats_6_12.json").read_text())
 MS = 1_000_000
+SECOND = 1_000_000_000
 OFFSET = 7_000 * 1_000_000_000  # the capture's clock minus CLOCK_REALTIME
 S = 1_700_000_000 * 1_000_000_000  # the span's start (CLOCK_REALTIME)
 E = S + 20 * MS
@@ -233,3 +235,107 @@ def test_a_thread_of_another_process_is_refused_as_linux_thread_id():
 
 def test_the_schema_span_end_time_field_is_what_the_estimate_reads():
     assert "end_time_ns" in [field.name for field in schema.SPAN.fields]
+
+
+# --- perf.data ----------------------------------------------------------------------------
+
+P = 500  # the process of T and T2, as perf's samples say
+T2 = T + 1
+
+
+def _perf_sample(raw: bytes, when: int, pid: int, tid: int, cpu: int = 0) -> bytes:
+    body = struct.pack("<QIIQIIQ", 0, pid, tid, when, cpu, 0, 1)
+    padded = raw + bytes(-(len(raw) + 4) % 8)
+    body += struct.pack("<I", len(padded)) + padded
+    return struct.pack("<IHH", 9, 2, 8 + len(body)) + body
+
+
+def _perf_data(records: list[bytes], clock: tuple[int, int, int] | None = None) -> bytes:
+    """A perf.data as tests.support.captures lays one out, with ``perf record -k``'s
+    HEADER_CLOCKID and HEADER_CLOCK_DATA sections (clockid, wall ns, clock ns) if given."""
+    formats = FORMATS + _kernel_formats()
+    plain = perf_data(formats, records)
+    header = bytearray(plain[:104])
+    data_offset, data_size = struct.unpack_from("<QQ", header, 40)
+    end = data_offset + data_size
+    tracing = write_tracing_data(tracing_data(formats))
+    bodies = [tracing]
+    features = 1 << 1
+    if clock is not None:
+        clockid, wall, reading = clock
+        bodies += [struct.pack("<Q", clockid), struct.pack("<IIQQ", 1, clockid, wall, reading)]
+        features |= (1 << 23) | (1 << 29)
+    header[72:104] = features.to_bytes(32, "little")
+    at = end + 16 * len(bodies)
+    table = b""
+    for body in bodies:
+        table += struct.pack("<QQ", at, len(body))
+        at += len(body)
+    return bytes(header) + plain[104:end] + table + b"".join(bodies)
+
+
+def _perf_events(named: int) -> list[bytes]:
+    """The trace.dat's events as perf samples on the capture's clock, T and T2 in P; the
+    span names ``named`` as its linux.thread.id."""
+    context = SpanContext(0x1234, 0x99, is_remote=False, trace_flags=TraceFlags(1))
+    span = ReadableSpan("work", context, resource=RESOURCE, start_time=S, end_time=E,
+                        attributes={"linux.thread.id": named})  # fmt: skip
+    rid, resource = _resource_payload()
+    spanned = record(SPAN_ID, encode_span(span, rid, FTRACE_MAX_PAYLOAD)[0], pid=T)
+    events = [(cpu, when, raw) for cpu, when, raw in _events()[:-1]]
+    events.insert(1, (1, S - 2 * MS, _kernel("syscalls/sys_enter_futex", T2)))  # T2 runs
+    events.append((0, E, spanned))
+    return [_perf_sample(raw, when + OFFSET, _process(tid), tid, cpu)
+            for cpu, when, raw in events
+            for tid in [struct.unpack_from("<i", raw, 4)[0]]]  # fmt: skip
+
+
+def _process(tid: int) -> int:
+    return P if tid in (T, T2) else tid
+
+
+def test_perf_samples_say_which_threads_are_one_process(tmp_path, capsys):
+    path = tmp_path / "perf.data"
+    path.write_bytes(_perf_data(_perf_events(T2)))
+    got, err = _decode(str(path), capsys)
+
+    assert got["linux.thread.id"] == T2, err  # T2 is P's thread, as perf's samples say
+    assert "refused" not in err, err
+    assert "trace clock perf, estimated from 1 spans" in err, err
+
+
+def test_a_trace_dat_does_not_say_so_another_thread_is_refused(tmp_path, capsys):
+    events = [(cpu, when, raw) for cpu, when, raw in _events()[:-1]]
+    context = SpanContext(0x1234, 0x99, is_remote=False, trace_flags=TraceFlags(1))
+    span = ReadableSpan("work", context, resource=RESOURCE, start_time=S, end_time=E,
+                        attributes={"linux.thread.id": 5})  # fmt: skip
+    rid, _ = _resource_payload()
+    events.append((0, E, record(SPAN_ID, encode_span(span, rid, FTRACE_MAX_PAYLOAD)[0], pid=T)))
+    got, err = _decode(_trace_dat(tmp_path, events), capsys)
+
+    assert got["linux.thread.id"] == 5  # the app's attribute is kept as it set it
+    assert got["linux.sched.on_cpu_ns"] == 16 * MS  # but the figures are its writer's
+    assert "1 spans naming a linux.thread.id not of their writer's process (refused)" in err
+
+
+def test_perf_record_k_clock_data_maps_exactly(tmp_path, capsys):
+    path = tmp_path / "perf.data"
+    wall, reading = S - 10 * SECOND, S - 10 * SECOND + OFFSET  # one reading of both clocks
+    records = _perf_events(T)
+    path.write_bytes(_perf_data(records, (1, wall, reading)))
+    got, err = _decode(str(path), capsys)
+
+    assert "trace clock mono, the capture's own clock reading" in err, err
+    assert got["linux.sched.on_cpu_ns"] == 16 * MS and got["off_cpu_at"] == [S + 4 * MS]
+
+
+def test_a_perf_lost_record_makes_the_spans_around_it_partial(tmp_path, capsys):
+    records = _perf_events(T)
+    round_end = struct.pack("<IHH", 68, 0, 8)
+    lost = struct.pack("<IHHQQ", 2, 0, 24, 1, 3)  # id 1, 3 samples lost
+    path = tmp_path / "perf.data"
+    path.write_bytes(_perf_data(records[:4] + [round_end, lost] + records[4:] + [round_end]))
+    got, err = _decode(str(path), capsys)
+
+    assert got["linux.kernel.view"] == "partial"
+    assert "1 spans partial: events lost meanwhile" in err, err
