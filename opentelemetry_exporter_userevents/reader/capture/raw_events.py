@@ -30,6 +30,9 @@ from opentelemetry_exporter_userevents.reader.decode.decoder import DecoderStats
 MAX_LOSSES = 4096
 """Loss intervals kept; past that the last one is stretched over the next (a capture
 losing that often makes most spans partial anyway)."""
+MAX_CPUS = 4096
+"""CPUs whose first record's time is kept (a perf sample's CPU number is the file's say:
+past this many, a CPU's start is not checked)."""
 PERF_CLOCKS = {0: "realtime", 1: "mono", 4: "mono_raw", 7: "boot", 11: "tai"}
 """``perf record -k``'s clock ids, by the names ftrace gives the same clocks."""
 PERF_OWN_CLOCK = "perf"
@@ -155,7 +158,8 @@ def _perf_events(perf: PerfData, capture: RawCapture) -> Iterator[RawEvent]:
         heapq.heappush(waiting, (item.timestamp, sequence, event))
         sequence += 1
         newest = max(newest, item.timestamp)
-        if item.timestamp < firsts.get(item.cpu, item.timestamp + 1):
+        first = firsts.get(item.cpu)
+        if first is None and len(firsts) < MAX_CPUS or first is not None and item.timestamp < first:
             firsts[item.cpu] = item.timestamp
     for start, _ in losses:
         capture.note_loss(start, max(start, newest), 0)
