@@ -5,9 +5,8 @@
 with what the file says of its trace clock, its CPUs and what the kernel lost.
 
 A trace.dat's CPUs are merged page by page as :mod:`.decode` merges our records; a
-perf.data's samples are sorted by perf's round markers, as there. Streaming notes, for
-each CPU, the time of its first record (a CPU whose buffer starts late does not cover
-what came before), and each loss the file records, as an interval of the capture's clock:
+perf.data's samples are sorted by perf's round markers, as there. Streaming notes each
+loss the file records, as an interval of the capture's clock:
 a trace.dat page marked "events missed" (from the CPU's previous record to the page's
 first), a perf ``LOST`` record (from the newest sample perf had sorted before it to the
 newest of the round after it: the kernel does not say when). At most :data:`MAX_LOSSES`
@@ -30,9 +29,6 @@ from opentelemetry_exporter_userevents.reader.decode.decoder import DecoderStats
 MAX_LOSSES = 4096
 """Loss intervals kept; past that the last one is stretched over the next (a capture
 losing that often makes most spans partial anyway)."""
-MAX_CPUS = 4096
-"""CPUs whose first record's time is kept (a perf sample's CPU number is the file's say:
-past this many, a CPU's start is not checked)."""
 PERF_CLOCKS = {0: "realtime", 1: "mono", 4: "mono_raw", 7: "boot", 11: "tai"}
 """``perf record -k``'s clock ids, by the names ftrace gives the same clocks."""
 PERF_OWN_CLOCK = "perf"
@@ -60,11 +56,9 @@ class RawCapture:
     """(CLOCK_REALTIME ns, the clock's ns) read at one moment, when the file holds one."""
     stream: Callable[[DecoderStats], Iterator[RawEvent]]
     """Every record by time, streamed from the file again at each call (pages counted in
-    the stats given); a stream read to its end fills :attr:`first_stamps` and
-    :attr:`losses`."""
+    the stats given); a stream read to its end fills :attr:`losses`."""
     missing_cpus: list[int] = field(default_factory=list)
-    first_stamps: dict[int, int] = field(default_factory=dict)
-    """Each CPU's first record's time."""
+    """CPUs whose data the file announces but does not hold whole."""
     losses: list[tuple[int, int]] = field(default_factory=list)
     lost: int = 0
     """Records the kernel lost, as far as the file counts them (a page that says only
@@ -79,7 +73,6 @@ class RawCapture:
 
     def reset(self) -> None:
         """Forget what a previous stream noted (the next one notes it again)."""
-        self.first_stamps.clear()
         self.losses.clear()
         self.lost = 0
 
@@ -113,7 +106,6 @@ def _cpu_events(
         if not page.events:
             continue
         first = page.events[0][0]
-        capture.first_stamps.setdefault(cpu, first)
         if page.missed:
             capture.note_loss(first if last is None else last, first, page.missed_count or 1)
         for stamp, record in page.events:
@@ -138,7 +130,6 @@ def _perf_events(perf: PerfData, capture: RawCapture) -> Iterator[RawEvent]:
     losses: list[list[int]] = []  # [start, round ends to wait for]
     sequence = 0
     newest = ready = -1
-    firsts = capture.first_stamps
     for item in perf.samples_rounds_and_losses():
         if item is None:
             while waiting and waiting[0][0] <= ready:
@@ -158,9 +149,6 @@ def _perf_events(perf: PerfData, capture: RawCapture) -> Iterator[RawEvent]:
         heapq.heappush(waiting, (item.timestamp, sequence, event))
         sequence += 1
         newest = max(newest, item.timestamp)
-        first = firsts.get(item.cpu)
-        if first is None and len(firsts) < MAX_CPUS or first is not None and item.timestamp < first:
-            firsts[item.cpu] = item.timestamp
     for start, _ in losses:
         capture.note_loss(start, max(start, newest), 0)
     while waiting:

@@ -60,14 +60,14 @@ def kernel_view_of(
     found: list[TraceRecord] = []
     for event in raw.stream(DecoderStats()):
         if events.is_kernel(event.record):
-            events.census(event.record)
+            events.census(event.stamp, event.cpu, event.record)
         elif decoder.decode_record(event.stamp, event.record, found):
             record = found.pop()
             if record.kind == SPAN:
                 estimate.add(record.timestamp, record.pid, record.values.get("end_time_ns"))
     decoder.stats = DecoderStats()  # the second pass counts
     clock = map_clock(raw.clock, raw.reference, estimate)
-    events.cover(clock, dict(raw.first_stamps), raw.missing_cpus, list(raw.losses))
+    events.cover(clock, raw.missing_cpus, list(raw.losses))
     groups = ", ".join(events.groups)
     err.write(f"otel-userevents: kernel view ({groups}) from the capture: "
               f"{printable(clock_line(clock))}\n")  # fmt: skip

@@ -49,6 +49,9 @@ from opentelemetry_exporter_userevents.reader.views.kernel_events import (
 )
 from opentelemetry_exporter_userevents.reader.views.kernel_processes import ProcessKey
 
+MAX_CPUS = 4096
+"""CPUs whose first kernel record's time is kept (a perf sample's CPU number is the file's
+say: past this many, a CPU's start is not checked)."""
 MAX_THREADS = 4096
 """Threads whose process (a perf sample's pid) is kept; a thread forgotten is a process of
 its own until its next sample."""
@@ -82,6 +85,8 @@ class CaptureKernelEvents(KernelEvents):
         self.group_of: dict[int, str] = {}
         self.seen: Counter[str] = Counter()
         """Records per group, counted by :meth:`census`."""
+        self.first_stamps: dict[int, int] = {}
+        """Each CPU's first kernel record (capture clock), noted by :meth:`census`."""
         self._since = 0
         self._missing: list[str] = []
         self._covered_from = 0
@@ -142,9 +147,13 @@ class CaptureKernelEvents(KernelEvents):
     def is_kernel(self, record: memoryview) -> bool:
         return len(record) >= 8 and (record[0] | (record[1] << 8)) in self._decoders
 
-    def census(self, record: memoryview) -> None:
-        """Count one record by group (a first pass over the file)."""
+    def census(self, stamp: int, cpu: int, record: memoryview) -> None:
+        """Count one kernel record by group, and note its CPU's first (a first pass over
+        the file, in time order)."""
         self.seen[self.group_of[record[0] | (record[1] << 8)]] += 1
+        firsts = self.first_stamps
+        if cpu not in firsts and len(firsts) < MAX_CPUS:
+            firsts[cpu] = stamp
 
     # --- what the capture covers ----------------------------------------------------
 
@@ -157,14 +166,14 @@ class CaptureKernelEvents(KernelEvents):
     def cover(
         self,
         clock: CaptureClock,
-        first_stamps: dict[int, int],
         missing_cpus: Sequence[int],
         losses: Iterable[tuple[int, int]],
     ) -> None:
-        """What the file holds, from a first pass: the clock, each CPU's first record, the
-        CPUs cut short and the losses (capture clock)."""
+        """What the file holds, after a first pass (:meth:`census`): the clock, the CPUs
+        cut short and the losses (capture clock). The kernel's records cover the time
+        since every CPU's first."""
         self._offset = offset = clock.offset_ns
-        self._covered_from = max(first_stamps.values(), default=offset) - offset
+        self._covered_from = max(self.first_stamps.values(), default=offset) - offset
         self._since = self._covered_from
         self.losses = [(start - offset, end - offset) for start, end in losses]
         self._missing = [f"no {group} events in the capture" for group in self.groups
