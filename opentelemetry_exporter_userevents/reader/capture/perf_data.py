@@ -67,9 +67,8 @@ _SECTION = struct.Struct("<QQ")
 _EVENT_HEADER = struct.Struct("<IHH")
 
 
-@dataclass(frozen=True)
-class Sample:
-    """The parts of a sample the decoder needs."""
+class Sample(NamedTuple):
+    """The parts of a sample the decoder needs (a named tuple: there are many)."""
 
     timestamp: int
     cpu: int
@@ -113,6 +112,9 @@ class PerfData:
     """``perf record -k``'s clock (a ``CLOCK_*`` id); None: perf's own (``local_clock``)."""
     clock_reference: tuple[int, int] | None = None
     """(CLOCK_REALTIME ns, the clock's ns) read at one moment, when perf wrote them."""
+    _fixed: tuple[int, int, int, int] | tuple[()] | None = None
+    """Where every sample's raw size, time, CPU and pid are (-1: absent), when all samples
+    have them at the same offsets; () when they do not; None until looked at."""
 
     def samples(self) -> Iterator[Sample]:
         """Every sample with a raw record, in file order; counts the rest in :attr:`stats`."""
@@ -169,6 +171,22 @@ class PerfData:
             yield sample
 
     def _sample(self, body: memoryview) -> Sample | None:
+        fixed = self._fixed
+        if fixed is None and -1 in self.sample_types:
+            fixed = self._fixed = _fixed_layout(*self.sample_types[-1])
+        if fixed:  # every sample of the file has its fields at the same offsets
+            raw_at, time_at, cpu_at, pid_at = fixed
+            if raw_at + 4 > len(body):
+                raise CaptureError("perf sample is cut short")
+            end = raw_at + 4 + _U32_AT(body, raw_at)[0]
+            if end > len(body):
+                raise CaptureError("perf sample: its raw record runs past it")
+            return Sample(
+                _U64_AT(body, time_at)[0] if time_at >= 0 else 0,
+                _U32_AT(body, cpu_at)[0] if cpu_at >= 0 else 0,
+                body[raw_at + 4 : end],
+                _U32_AT(body, pid_at)[0] if pid_at >= 0 else -1,
+            )
         cursor = Cursor(body, what="perf sample")
         if -1 in self.sample_types:
             sample_type, read_format = self.sample_types[-1]
@@ -205,6 +223,37 @@ class PerfData:
             return None
         raw = cursor.take(cursor.u32("raw size"), "raw record")
         return Sample(timestamp, cpu, raw, pid)
+
+
+_U32_AT = struct.Struct("<I").unpack_from
+_U64_AT = struct.Struct("<Q").unpack_from
+_FIXED_FIELDS = ((SAMPLE_IDENTIFIER, "identifier"), (SAMPLE_IP, "ip"), (SAMPLE_TID, "pid"),
+                 (SAMPLE_TIME, "time"), (SAMPLE_ADDR, "addr"), (SAMPLE_ID, "id"),
+                 (SAMPLE_STREAM_ID, "stream id"), (SAMPLE_CPU, "cpu"),
+                 (SAMPLE_PERIOD, "period"))  # fmt: skip
+
+
+def _fixed_layout(sample_type: int, read_format: int) -> tuple[int, int, int, int] | tuple[()]:
+    """(raw size, time, cpu, pid) offsets of a sample type whose fields before the raw
+    record are all of fixed size (no callchain, no group read), else (): each 8 bytes, in
+    ``perf_event.h``'s order, as :meth:`PerfData._sample` reads them one by one."""
+    if not sample_type & SAMPLE_RAW or sample_type & SAMPLE_CALLCHAIN:
+        return ()
+    if sample_type & SAMPLE_READ and read_format & FORMAT_GROUP:
+        return ()
+    at = 0
+    found = {"time": -1, "cpu": -1, "pid": -1}
+    for bit, name in _FIXED_FIELDS:
+        if sample_type & bit:
+            found[name] = at
+            at += 8
+    if sample_type & SAMPLE_READ:
+        per_value = 1 + bool(read_format & FORMAT_ID) + bool(read_format & FORMAT_LOST)
+        times = bool(read_format & FORMAT_TOTAL_TIME_ENABLED) + bool(
+            read_format & FORMAT_TOTAL_TIME_RUNNING
+        )
+        at += 8 * (times + per_value)
+    return at, found["time"], found["cpu"], found["pid"]
 
 
 def _skip_read(cursor: Cursor, read_format: int) -> None:

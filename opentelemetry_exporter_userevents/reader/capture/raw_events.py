@@ -57,6 +57,9 @@ class RawCapture:
     stream: Callable[[DecoderStats], Iterator[RawEvent]]
     """Every record by time, streamed from the file again at each call (pages counted in
     the stats given); a stream read to its end fills :attr:`losses`."""
+    unordered: Callable[[DecoderStats], Iterator[RawEvent]] | None = None
+    """The same records in file order (cheaper: nothing is sorted), for a first pass that
+    needs no order; None: :attr:`stream`'s order."""
     missing_cpus: list[int] = field(default_factory=list)
     """CPUs whose data the file announces but does not hold whole."""
     losses: list[tuple[int, int]] = field(default_factory=list)
@@ -78,14 +81,21 @@ class RawCapture:
 
 
 def trace_dat_raw(dat: TraceDat, layout: PageLayout) -> RawCapture:
-    capture = RawCapture(dat.clock, None, lambda stats: iter(()), list(dat.missing_cpus))
+    capture = RawCapture(
+        dat.clock, None, lambda stats: iter(()), missing_cpus=list(dat.missing_cpus)
+    )
 
     def stream(stats: DecoderStats) -> Iterator[RawEvent]:
         capture.reset()
         cpus = [_cpu_events(cpu, pages, layout, capture, stats) for cpu, pages in dat.cpu_pages()]
         return heapq.merge(*cpus, key=_STAMP)
 
-    capture.stream = stream
+    def unordered(stats: DecoderStats) -> Iterator[RawEvent]:
+        capture.reset()
+        for cpu, pages in dat.cpu_pages():
+            yield from _cpu_events(cpu, pages, layout, capture, stats)
+
+    capture.stream, capture.unordered = stream, unordered
     return capture
 
 

@@ -58,7 +58,7 @@ def kernel_view_of(
     decoder = decoded.decoder
     estimate = ClockEstimate()
     found: list[TraceRecord] = []
-    for event in raw.stream(DecoderStats()):
+    for event in (raw.unordered or raw.stream)(DecoderStats()):
         if events.is_kernel(event.record):
             events.census(event.stamp, event.cpu, event.record)
         elif decoder.decode_record(event.stamp, event.record, found):

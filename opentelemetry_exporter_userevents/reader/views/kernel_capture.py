@@ -149,10 +149,11 @@ class CaptureKernelEvents(KernelEvents):
 
     def census(self, stamp: int, cpu: int, record: memoryview) -> None:
         """Count one kernel record by group, and note its CPU's first (a first pass over
-        the file, in time order)."""
+        the file, in any order)."""
         self.seen[self.group_of[record[0] | (record[1] << 8)]] += 1
         firsts = self.first_stamps
-        if cpu not in firsts and len(firsts) < MAX_CPUS:
+        first = firsts.get(cpu)
+        if first is None and len(firsts) < MAX_CPUS or first is not None and stamp < first:
             firsts[cpu] = stamp
 
     # --- what the capture covers ----------------------------------------------------
