@@ -60,8 +60,9 @@ class RawCapture:
     unordered: Callable[[DecoderStats], Iterator[RawEvent]] | None = None
     """The same records in file order (cheaper: nothing is sorted), for a first pass that
     needs no order; None: :attr:`stream`'s order."""
-    missing_cpus: list[int] = field(default_factory=list)
-    """CPUs whose data the file announces but does not hold whole."""
+    missing_cpus: list[str] = field(default_factory=list)
+    """CPUs whose data the file announces but does not hold whole (``CPU 2``, ``CPU 1 of
+    buffer NAME``)."""
     losses: list[tuple[int, int]] = field(default_factory=list)
     lost: int = 0
     """Records the kernel lost, as far as the file counts them (a page that says only
@@ -81,22 +82,34 @@ class RawCapture:
 
 
 def trace_dat_raw(dat: TraceDat, layout: PageLayout) -> RawCapture:
-    capture = RawCapture(
-        dat.clock, None, lambda stats: iter(()), missing_cpus=list(dat.missing_cpus)
-    )
+    """The top buffer's CPUs and those of each instance buffer on the same clock (as
+    ``record --capture --kernel`` writes the kernel view's instance), each CPU of an
+    instance a stream of its own (``k << 32 | cpu``, k its rank)."""
+    buffers = [dat, *(b for b in dat.instances if b.clock == dat.clock)]
+    missing = [_label(b, cpu) for b in buffers for cpu in b.missing_cpus]
+    capture = RawCapture(dat.clock, None, lambda stats: iter(()), missing_cpus=missing)
+
+    def cpus(stats: DecoderStats) -> list[Iterator[RawEvent]]:
+        capture.reset()
+        return [
+            _cpu_events(rank << 32 | cpu, pages, layout, capture, stats)
+            for rank, buffer in enumerate(buffers)
+            for cpu, pages in buffer.cpu_pages()
+        ]
 
     def stream(stats: DecoderStats) -> Iterator[RawEvent]:
-        capture.reset()
-        cpus = [_cpu_events(cpu, pages, layout, capture, stats) for cpu, pages in dat.cpu_pages()]
-        return heapq.merge(*cpus, key=_STAMP)
+        return heapq.merge(*cpus(stats), key=_STAMP)
 
     def unordered(stats: DecoderStats) -> Iterator[RawEvent]:
-        capture.reset()
-        for cpu, pages in dat.cpu_pages():
-            yield from _cpu_events(cpu, pages, layout, capture, stats)
+        for events in cpus(stats):
+            yield from events
 
     capture.stream, capture.unordered = stream, unordered
     return capture
+
+
+def _label(buffer: TraceDat, cpu: int) -> str:
+    return f"CPU {cpu}" + (f" of buffer {buffer.name}" if buffer.name else "")
 
 
 def _cpu_events(

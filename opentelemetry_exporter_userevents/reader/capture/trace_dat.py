@@ -71,6 +71,11 @@ class TraceDat:
     file says."""
     missing_cpus: list[int] = field(default_factory=list)
     """CPUs whose data the file announces but does not hold whole (cut short)."""
+    name: str = ""
+    """An instance buffer's name; the top buffer's is empty."""
+    instances: list[TraceDat] = field(default_factory=list)
+    """The instance buffers read (each with the top's tracing data): decoded only for the
+    kernel view (``decode --kernel``), where one holds the kernel's events."""
 
     def cpu_pages(self) -> list[tuple[int, Iterator[memoryview]]]:
         """Each CPU's whole pages, in the order the kernel filled them, read as they are
@@ -116,7 +121,7 @@ def read_trace_dat(data: bytes | memoryview) -> TraceDat:
     cpus = cursor.u32("CPU count")
     if cpus > 4096:
         raise CaptureError(f"trace.dat: {cpus} CPUs")
-    buffers: list[str] = []
+    buffers: list[tuple[int, str]] = []
     has_clock = False
     label = bytes(cursor.take(10, "section label"))
     while label == _OPTIONS:
@@ -124,24 +129,31 @@ def read_trace_dat(data: bytes | memoryview) -> TraceDat:
             body = Cursor(cursor.take(cursor.u32("option size"), f"option {option}"))
             has_clock |= option == OPTION_TRACECLOCK
             if option == OPTION_BUFFER:
-                body.u64("buffer offset")
-                buffers.append(body.cstring("buffer name"))
+                buffers.append((body.u64("buffer offset"), body.cstring("buffer name")))
         label = bytes(cursor.take(10, "section label"))
     if label == _LATENCY:
         raise CaptureError("trace.dat holds a latency trace (text), not ring-buffer pages")
     if label != _FLYRECORD:
         raise CaptureError(f"trace.dat: unknown section {label!r}")
-    cpu_data: list[tuple[int, CpuData]] = []
-    cut_short = 0
-    missing_cpus = []
+    dat = _flyrecord(cursor, TraceDat(tracing, []), cpus, has_clock)
+    dat.instance_buffers = [name for _, name in buffers]
+    for offset, name in buffers:  # trace-cmd's instance buffer: its own table and clock
+        at = Cursor(cursor.data, offset, f"trace.dat buffer {name}")
+        with contextlib.suppress(CaptureError):  # not read: it stays named only
+            at.expect(_FLYRECORD, "buffer label")
+            dat.instances.append(_flyrecord(at, TraceDat(tracing, [], name=name), cpus, has_clock))
+    return dat
+
+
+def _flyrecord(cursor: Cursor, dat: TraceDat, cpus: int, has_clock: bool) -> TraceDat:
+    """A buffer's table of each CPU's (offset, size), and its clock if the file says."""
     for cpu in range(cpus):
         offset, size = cursor.u64(f"CPU {cpu} offset"), cursor.u64(f"CPU {cpu} size")
         blob, missing = clip(cursor.data, offset, size)
-        cpu_data.append((cpu, blob))
-        cut_short += missing
+        dat.cpu_data.append((cpu, blob))
+        dat.cut_short += missing
         if missing:
-            missing_cpus.append(cpu)
-    dat = TraceDat(tracing, cpu_data, buffers, cut_short, missing_cpus=missing_cpus)
+            dat.missing_cpus.append(cpu)
     if has_clock:
         with contextlib.suppress(CaptureError):  # no clock said: it is estimated
             size = cursor.u64("trace_clock size")

@@ -57,14 +57,24 @@ def capture(args: argparse.Namespace, reader: TraceReader, tracefs: Tracefs, err
     writer: TraceDatWriter | None = None
     stop_reason = "error"
     failure: BaseException | None = None
+    kernel = None
+    if getattr(args, "kernel", None):  # imported when chosen, as record does
+        from opentelemetry_exporter_userevents.reader.commands import (  # noqa: PLC0415
+            capture_kernel,
+        )
+
+        kernel = capture_kernel.KernelCapture(args, reader, tracefs)
     try:
         with stop_signals() as stop:
             reader.start()
+            if kernel is not None:
+                kernel.start(err)
             writer = TraceDatWriter(
                 args.capture,
                 reader.decoder.layout.page_size,
                 tracefs.header_page(),
                 tracefs.header_event(),
+                kernel.clock if kernel is not None else None,
             )
             say_ready(args, f"capturing into {args.capture} the records of", reader.instance, err)
 
@@ -72,12 +82,16 @@ def capture(args: argparse.Namespace, reader: TraceReader, tracefs: Tracefs, err
                 pages = reader.capture()
                 for cpu, page in pages:
                     writer.add_page(cpu, page)
-                return bool(pages)
+                kept = kernel.keep(writer, pages) if kernel is not None else 0
+                return bool(pages) or kept > 0
 
             deadline = started + args.duration if args.duration else None
             stop_reason = run_until_stopped(keep_pages, deadline, stop, reader.wait)
-            for cpu, page in reader.read_cpu_pages():
+            pages = reader.read_cpu_pages()
+            for cpu, page in pages:
                 writer.add_page(cpu, page)
+            if kernel is not None:
+                kernel.keep(writer, pages)
     except BaseException as error:  # acted on below, once the reader is closed
         failure = error
         if isinstance(error, KeyboardInterrupt) and isinstance(error.__context__, OSError):
@@ -85,13 +99,15 @@ def capture(args: argparse.Namespace, reader: TraceReader, tracefs: Tracefs, err
             # handlers were just restored): the error is why it stopped, not a second one.
             failure = error.__context__
     reader.close()
+    if kernel is not None:
+        kernel.close()
     if reader.cleanup_error:
         err.write(f"otel-userevents: {printable(reader.cleanup_error)}\n")
     if writer is None:
         if failure is not None:
             raise failure  # nothing captured: the reader's error, as for record
         return 0
-    for system, text in reader.formats():
+    for system, text in reader.formats() + (kernel.formats() if kernel is not None else []):
         writer.add_format(system, text)
     cmdlines = _saved_cmdlines(tracefs)
     if failure is not None and not isinstance(failure, OSError):
@@ -115,7 +131,7 @@ def capture(args: argparse.Namespace, reader: TraceReader, tracefs: Tracefs, err
         f"(trace.dat v6), lost {reader.lost}; rebuild with: otel-userevents decode "
         f"{args.capture}"
     )
-    summary = ", ".join([summary, *discovery_parts(reader)])
+    summary = ", ".join([summary, *(kernel.parts() if kernel else []), *discovery_parts(reader)])
     if failure is not None:  # reading or spooling failed; what was kept is in the file
         err.write(f"otel-userevents: capture stopped: {_why(failure)}; {summary}\n")
         return 1

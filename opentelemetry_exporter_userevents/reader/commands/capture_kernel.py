@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 
 """``decode --kernel``: a capture's spans with what the kernel did for their threads, from
-the scheduler's and syscalls' records the same file holds.
+the scheduler's and syscalls' records the same file holds; and ``record --capture
+--kernel`` (:class:`KernelCapture`), which keeps them there.
 
 Two passes over the file: the first counts the kernel's records by group, notes each CPU's
 first record and the losses, and estimates the clock from our spans
@@ -13,15 +14,26 @@ behind the other (so a span is summed once every kernel record before its own is
 from __future__ import annotations
 
 import argparse
+import struct
 from collections.abc import Callable
 from typing import TextIO
 
 from opentelemetry_exporter_userevents.abi.format import parse_format
-from opentelemetry_exporter_userevents.reader.capture import DecodedCapture
+from opentelemetry_exporter_userevents.abi.ring_buffer import PageError, parse_page
+from opentelemetry_exporter_userevents.abi.sched import (
+    SCHED_SWITCH,
+    SCHED_SYSTEM,
+    SCHED_WAKEUP,
+    SCHED_WAKEUP_NEW,
+    SYSCALLS_SYSTEM,
+)
+from opentelemetry_exporter_userevents.abi.tracefs import Tracefs
+from opentelemetry_exporter_userevents.reader.capture import DecodedCapture, TraceDatWriter
 from opentelemetry_exporter_userevents.reader.capture.decode import BATCH
 from opentelemetry_exporter_userevents.reader.capture.raw_events import RawEvent
 from opentelemetry_exporter_userevents.reader.decode.decoder import DecoderStats, TraceRecord
 from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.live.trace_reader import TraceReader
 from opentelemetry_exporter_userevents.reader.outputs.output import Output
 from opentelemetry_exporter_userevents.reader.terminal_text import printable
 from opentelemetry_exporter_userevents.reader.views.kernel_capture import CaptureKernelEvents
@@ -30,10 +42,21 @@ from opentelemetry_exporter_userevents.reader.views.kernel_capture_clock import 
     clock_line,
     map_clock,
 )
-from opentelemetry_exporter_userevents.reader.views.kernel_events import parse_groups
-from opentelemetry_exporter_userevents.reader.views.kernel_view import KernelView, kernel_parts
+from opentelemetry_exporter_userevents.reader.views.kernel_events import (
+    CLOCK,
+    SCHED_PROCESS_EXIT,
+    SCHED_PROCESS_FORK,
+    KernelEvents,
+    parse_groups,
+)
+from opentelemetry_exporter_userevents.reader.views.kernel_view import (
+    KernelView,
+    kernel_clock_line,
+    kernel_parts,
+)
 
-__all__ = ["kernel_notes", "kernel_parts", "kernel_view_of"]
+__all__ = ["KernelCapture", "kernel_notes", "kernel_parts", "kernel_view_of"]
+_PID = struct.Struct("<i").unpack_from
 
 SPAN = "span"
 
@@ -101,3 +124,76 @@ def kernel_notes(rebuilder: Rebuilder) -> list[str]:
     if isinstance(view, KernelView) and isinstance(view.events, CaptureKernelEvents):
         return view.events.notes()
     return []
+
+
+class KernelCapture:
+    """``record --capture FILE --kernel``: the kernel view's instance read beside the
+    reader's, its pages kept in the same trace.dat as an instance buffer
+    (:data:`BUFFER`), as ``trace-cmd record -B`` keeps one, so that ``trace-cmd report``
+    shows both and ``decode --kernel`` reads both.
+
+    A version 6 trace.dat has one trace clock, so the reader's instance takes the kernel
+    view's, ``tai``, before anything is enabled; ``decode`` maps it to the spans' clock to
+    the whole second. The writers are listed as live (``set_event_pid``): each process
+    whose records a page holds (each page's ``common_pid``s, read without decoding) and
+    each that announces itself."""
+
+    BUFFER = "otel-userevents-kernel"
+
+    def __init__(self, args: argparse.Namespace, reader: TraceReader, tracefs: Tracefs) -> None:
+        groups = parse_groups(args.kernel)
+        self.events = KernelEvents(tracefs, reader.decoder.layout, groups)
+        self.reader, self.tracefs = reader, tracefs
+        self.clock = reader.trace_clock = CLOCK
+        self.pages = 0
+
+    def start(self, err: TextIO) -> None:
+        events = self.events
+        events.layout = self.reader.decoder.layout
+        events.start()
+        self.reader.on_announced = events.watch_announced
+        err.write(f"otel-userevents: {kernel_clock_line(events)}\n")
+
+    def keep(self, writer: TraceDatWriter, pages: list[tuple[int, bytes]]) -> int:
+        """List the writers of ``pages``, then keep the kernel's pages so far: how many."""
+        events = self.events
+        layout = events.layout
+        writers: set[int] = set()
+        for _cpu, page in pages:
+            try:
+                parsed = parse_page(page, layout)
+            except PageError:
+                continue  # kept as it is; decode counts it
+            writers.update(_PID(record, 4)[0] for _, record in parsed.events if len(record) >= 8)
+        events.watch(writers)
+        kept = events.pipes.read(layout.page_size)
+        for cpu, page in kept:
+            writer.add_page(cpu, page, self.BUFFER)
+        self.pages += len(kept)
+        return len(kept)
+
+    def formats(self) -> list[tuple[str, str]]:
+        """The format files of the events the kernel view's instance enables."""
+        tracefs, groups = self.tracefs, self.events.groups
+        names = [(SCHED_SYSTEM, SCHED_PROCESS_FORK), (SCHED_SYSTEM, SCHED_PROCESS_EXIT)]
+        if "sched" in groups:
+            names += [(SCHED_SYSTEM, e) for e in (SCHED_SWITCH, SCHED_WAKEUP, SCHED_WAKEUP_NEW)]
+        if "syscalls" in groups:
+            names += [(SYSCALLS_SYSTEM, e) for e in tracefs.event_ids(SYSCALLS_SYSTEM).values()]
+        formats = []
+        for system, name in names:
+            try:
+                formats.append((system, tracefs.format_text(system, name)))
+            except OSError:
+                continue  # gone: decode says the group is missing
+        return formats
+
+    def close(self) -> None:
+        self.events.close()
+
+    def parts(self) -> list[str]:
+        return [
+            f"{self.pages} pages of the kernel's events ({', '.join(self.events.groups)}) "
+            f"of {self.events.stats.processes} processes in buffer {self.BUFFER}, lost "
+            f"{self.events.pipes.lost}"
+        ]

@@ -167,7 +167,7 @@ class CaptureKernelEvents(KernelEvents):
     def cover(
         self,
         clock: CaptureClock,
-        missing_cpus: Sequence[int],
+        missing_cpus: Sequence[str],
         losses: Iterable[tuple[int, int]],
     ) -> None:
         """What the file holds, after a first pass (:meth:`census`): the clock, the CPUs
@@ -179,7 +179,7 @@ class CaptureKernelEvents(KernelEvents):
         self.losses = [(start - offset, end - offset) for start, end in losses]
         self._missing = [f"no {group} events in the capture" for group in self.groups
                          if not self.seen[group]]  # fmt: skip
-        self._missing += [f"CPU {cpu}'s data is cut short" for cpu in missing_cpus]
+        self._missing += [f"{cpu}'s data is cut short" for cpu in missing_cpus]
 
     def lost_within(self, start: int, end: int) -> bool:
         reasons = list(self._missing)

@@ -25,7 +25,7 @@ from opentelemetry_exporter_userevents.abi.ring_buffer import FTRACE_MAX_PAYLOAD
 from opentelemetry_exporter_userevents.reader import cli
 from opentelemetry_exporter_userevents.reader.capture import TraceDatWriter
 from opentelemetry_exporter_userevents.reader.capture.decode import decode_bytes
-from opentelemetry_exporter_userevents.reader.capture.trace_dat import clock_name
+from opentelemetry_exporter_userevents.reader.capture.trace_dat import clock_name, read_trace_dat
 from opentelemetry_exporter_userevents.reader.capture.tracing_data import write_tracing_data
 from opentelemetry_exporter_userevents.reader.decode.decoder import DecoderStats
 from opentelemetry_exporter_userevents.reader.views import kernel_capture
@@ -364,3 +364,69 @@ def test_the_trace_clock_is_the_bracketed_name_and_nothing_else():
     assert clock_name("x86-tsc") == "x86-tsc"
     assert clock_name("[lo cal]") is None and clock_name("[\x1b]") is None
     assert clock_name("a" * 33) is None and clock_name("") is None
+
+
+# --- record --capture --kernel: the kernel's pages in an instance buffer -------------------
+
+BUFFER = "otel-userevents-kernel"
+
+
+def _two_buffers(tmp_path: Path, clock: str = "tai") -> TraceDatWriter:
+    """The trace.dat's events, the kernel's in an instance buffer, ours in the top one."""
+    writer = TraceDatWriter(str(tmp_path / "both.dat"), 4096, HEADER_PAGE, HEADER_EVENT, clock)
+    for cpu, when, raw in _events():
+        kernel = raw[:2] != struct.pack("<H", SPAN_ID) and raw[:2] != struct.pack("<H", RESOURCE_ID)
+        writer.add_page(cpu, page(when + OFFSET, [data_event(0, raw)]), BUFFER if kernel else "")
+    for system, text in FORMATS + _kernel_formats():
+        writer.add_format(system, text)
+    return writer
+
+
+def test_an_instance_buffer_is_written_as_trace_cmd_writes_version_6_and_read_back(tmp_path):
+    writer = _two_buffers(tmp_path)
+    writer.close()
+    dat = read_trace_dat(Path(writer.path).read_bytes())
+
+    assert dat.clock == "tai" and dat.instance_buffers == [BUFFER]
+    (instance,) = dat.instances
+    assert instance.name == BUFFER and instance.clock == "tai"
+    kernel = [(cpu, bytes(p)) for cpu, p in instance.pages()]
+    ours = [(cpu, bytes(p)) for cpu, p in dat.pages()]
+    assert len(kernel) == 7 and len(ours) == 2  # the resource and the span
+    assert all(p[:8] != bytes(8) for _, p in kernel + ours)
+
+
+def test_decode_kernel_reads_the_instance_buffer_on_the_same_clock(tmp_path, capsys):
+    writer = _two_buffers(tmp_path)
+    writer.close()
+    got, err = _decode(writer.path, capsys)
+
+    assert got["linux.kernel.view"] == "whole", err
+    assert got["linux.sched.on_cpu_ns"] == 16 * MS and got["off_cpu_at"] == [S + 4 * MS]
+    assert "trace clock tai, whole seconds, from 1 spans of 1 threads" in err
+
+
+def test_an_instance_buffer_on_another_clock_is_not_read(tmp_path, capsys):
+    writer = _two_buffers(tmp_path)
+    writer.close()
+    data = bytearray(Path(writer.path).read_bytes())
+    at = data.rindex(b"[tai]\n")  # the instance's own clock, after its table
+    data[at : at + 6] = b"[loc]\n"
+    Path(writer.path).write_bytes(bytes(data))
+    got, err = _decode(writer.path, capsys)
+
+    assert got["linux.kernel.view"] == "none"  # no record of its thread is read
+    assert "trace clock tai" in err and "from 0 kernel events" in err
+
+
+def test_spools_kept_with_an_instance_buffer_concatenate_to_the_file(tmp_path):
+    writer = _two_buffers(tmp_path)
+    said = writer.keep()
+    command = said.split("make the trace.dat with: ", 1)[1]
+    parts = command.removeprefix("cat ").split(" > ")[0].split()
+    made = b"".join(Path(part).read_bytes() for part in parts)
+    again = tmp_path / "again"
+    again.mkdir()
+    writer2 = _two_buffers(again)
+    writer2.close()
+    assert made == Path(writer2.path).read_bytes()
