@@ -83,9 +83,10 @@ def kernel_view_of(
     found: list[TraceRecord] = []
     for event in (raw.unordered or raw.stream)(DecoderStats()):
         if events.is_kernel(event.record):
-            events.census(event.stamp, event.cpu, event.record)
+            events.census(event.stamp, event.cpu, event.record, event.pid)
         elif decoder.decode_record(event.stamp, event.record, found):
             record = found.pop()
+            events.note_writer(record.pid, event.pid)
             if record.kind == SPAN:
                 estimate.add(record.timestamp, record.pid, record.values.get("end_time_ns"))
     decoder.stats = DecoderStats()  # the second pass counts

@@ -8,8 +8,10 @@ The decoders come from the capture's own format files, untrusted like its record
 format whose fields are not integers of 1 to 8 bytes, or whose id another format took, is
 refused and named (its events are then missing). Times are mapped by a
 :class:`.CaptureClock`. There is no tracefs instance and no ``/proc``: every thread the
-capture shows is watched from the moment every CPU's records have begun (the latest first
-record of a CPU), at most :data:`.MAX_THREADS` at once as live. A thread's process is the
+capture shows of a writer's process (a thread that wrote our records, or one of its
+process's when perf says) is watched from the moment every CPU's records have begun (the
+latest first record of a CPU), at most :data:`.MAX_THREADS` at once as live; the records
+of other threads are passed over. A thread's process is the
 one the capture says (a perf sample's pid, at most :data:`MAX_THREADS` threads kept, the
 least recently seen forgotten first); a trace.dat does not say, so there each thread is a
 process of its own and a span's ``linux.thread.id`` naming another thread is refused.
@@ -92,6 +94,14 @@ class CaptureKernelEvents(KernelEvents):
         self._covered_from = 0
         self._partial: Counter[str] = Counter()
         self._process: OrderedDict[int, int] = OrderedDict()
+        self._writers: set[int] = set()
+        self._writer_pids: set[int] = set()
+        self.relevant: set[int] | None = None
+        """The threads whose kernel records are read: the writers of our records, and the
+        other threads of their processes when the capture says (perf); None: every one.
+        The others' records cost a look at their pids, nothing kept."""
+        self.skipped = 0
+        """Kernel records of no thread read."""
         self._learn(formats)
 
     # --- formats --------------------------------------------------------------------
@@ -147,14 +157,25 @@ class CaptureKernelEvents(KernelEvents):
     def is_kernel(self, record: memoryview) -> bool:
         return len(record) >= 8 and (record[0] | (record[1] << 8)) in self._decoders
 
-    def census(self, stamp: int, cpu: int, record: memoryview) -> None:
-        """Count one kernel record by group, and note its CPU's first (a first pass over
-        the file, in any order)."""
+    def census(self, stamp: int, cpu: int, record: memoryview, pid: int = -1) -> None:
+        """Count one kernel record by group, note its CPU's first and its thread's process
+        (a first pass over the file, in any order)."""
         self.seen[self.group_of[record[0] | (record[1] << 8)]] += 1
         firsts = self.first_stamps
         first = firsts.get(cpu)
         if first is None and len(firsts) < MAX_CPUS or first is not None and stamp < first:
             firsts[cpu] = stamp
+        tid = _PID(record, 4)[0]
+        if pid > 0 and tid > 0:
+            self._note_process(tid, pid)
+
+    def note_writer(self, tid: int, pid: int) -> None:
+        """A record of ours (a first pass): the threads of its writer's process are the
+        ones whose kernel records are read (at most :data:`MAX_THREADS` writers)."""
+        if tid > 0 and len(self._writers) < MAX_THREADS:
+            self._writers.add(tid)
+        if pid > 0 and len(self._writer_pids) < MAX_THREADS:
+            self._writer_pids.add(pid)
 
     # --- what the capture covers ----------------------------------------------------
 
@@ -179,6 +200,8 @@ class CaptureKernelEvents(KernelEvents):
         self.losses = [(start - offset, end - offset) for start, end in losses]
         self._missing = [f"no {group} events in the capture" for group in self.groups
                          if not self.seen[group]]  # fmt: skip
+        writers = self._writer_pids
+        self.relevant = self._writers | {t for t, p in self._process.items() if p in writers}
         self._missing += [f"{cpu}'s data is cut short" for cpu in missing_cpus]
 
     def lost_within(self, start: int, end: int) -> bool:
@@ -191,8 +214,12 @@ class CaptureKernelEvents(KernelEvents):
         return bool(reasons)
 
     def notes(self) -> list[str]:
-        """Why spans are partial, once each: '<n> spans partial: <reason>'."""
-        return [f"{count} spans partial: {reason}" for reason, count in self._partial.items()]
+        """Why spans are partial, once each: '<n> spans partial: <reason>'; and how many
+        records of other threads were passed over."""
+        notes = [f"{count} spans partial: {reason}" for reason, count in self._partial.items()]
+        if self.skipped:
+            notes.append(f"{self.skipped} records of threads of no writer passed over")
+        return notes
 
     # --- feeding --------------------------------------------------------------------
 
@@ -204,24 +231,33 @@ class CaptureKernelEvents(KernelEvents):
         if events:
             timeline.next_read(events[-1][0] - self._offset)
         decoders = self._decoders
-        for _stamp, _cpu, record, pid in events:
+        relevant = self.relevant
+        kept = []
+        for stamp, _cpu, record, pid in events:
             decoder = decoders.get(record[0] | (record[1] << 8))
             if decoder is None or len(record) < decoder.needs:
-                continue  # counted by feed
+                kept.append((stamp, record))  # counted by feed
+                continue
             tid = _PID(record, 4)[0]
-            if pid > 0 and tid > 0:
-                self._note_process(tid, pid)
             named = [tid]
             kind = decoder.kind
             if kind in ("switch", "wakeup"):  # prev_pid and next_pid; the woken pid
                 for at, value in decoder.fields[:: 2 if kind == "switch" else 1]:
                     named.append(value.unpack_from(record, at)[0])
-            elif kind == "gone":
+            if relevant is not None:
+                named = [thread for thread in named if thread in relevant]
+                if not named:
+                    self.skipped += 1
+                    continue
+            if pid > 0 and tid > 0:
+                self._note_process(tid, pid)
+            kept.append((stamp, record))
+            if kind == "gone":
                 continue
             for thread in named:
                 if thread > 0 and not timeline.watched(thread):
                     timeline.watch(thread, self._since)
-        return self.feed([(stamp, record) for stamp, _cpu, record, _pid in events])
+        return self.feed(kept)
 
     def _note_process(self, tid: int, pid: int) -> None:
         known = self._process

@@ -430,3 +430,20 @@ def test_spools_kept_with_an_instance_buffer_concatenate_to_the_file(tmp_path):
     writer2 = _two_buffers(again)
     writer2.close()
     assert made == Path(writer2.path).read_bytes()
+
+
+def test_the_records_of_threads_of_no_writer_are_passed_over(tmp_path, capsys):
+    other = 999
+    events = _events()
+    events[1:1] = [
+        (0, S - 2 * MS + 10, _kernel("syscalls/sys_enter_futex", other)),
+        (
+            1,
+            S - 2 * MS + 20,
+            _kernel("sched/sched_switch", other, prev_pid=other, prev_state=1, next_pid=0),
+        ),  # fmt: skip
+    ]
+    got, err = _decode(_trace_dat(tmp_path, sorted(events, key=lambda e: e[1])), capsys)
+
+    assert got["linux.sched.on_cpu_ns"] == 16 * MS and got["linux.kernel.view"] == "whole"
+    assert "kernel view: 3 records of threads of no writer passed over" in err, err  # and 5's
