@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,9 @@ from tests.support.kernel_support import wait_until
 pytestmark = pytest.mark.kernel
 
 PREFIX = "kview"
+PERF_SETTLE_S = 5
+"""perf opens its events (which the status file shows) before it enables them all: as the
+short job's ``--settle`` (tests/kernel/test_captures.py), a wait before the app starts."""
 
 
 def _work_app(env: dict[str, str], *args: str) -> dict[str, Any]:
@@ -141,15 +145,16 @@ def _capture(tmp_path, tracefs, tool: str, env: dict[str, str], events: list[str
         recording = proc.background(_tool(tool), "record", "-q", "-a", *selected,
                                     "--exclude-perf", "-o", str(path))  # fmt: skip
         assert wait_until(lambda: _perf_recording(tracefs, name), 120), recording
+        time.sleep(PERF_SETTLE_S)
     measured = _work_app(env, str(READS), *only)
+    if tool == "trace-cmd":  # stopped at once: what decode reads is the app's run
+        proc.stop(recording, codes=(0, 2))
+    else:
+        proc.stop(recording, codes=(0, -signal.SIGINT))
     names = set(only or NAMES)
     done = _slowly(lambda: names <= set(_measured_spans(output, measured)), 300)
     go.touch()
     proc.finished(holder)
-    if tool == "trace-cmd":
-        proc.stop(recording, codes=(0, 2))
-    else:
-        proc.stop(recording, codes=(0, -signal.SIGINT))
     err = proc.stop(reader)
     assert done, err
     return measured, path, _measured_spans(output, measured), err

@@ -143,11 +143,12 @@ def perf_raw(perf: PerfData) -> RawCapture:
         clock = PERF_CLOCKS.get(perf.clockid, f"clock {perf.clockid}")
     capture = RawCapture(clock, perf.clock_reference, lambda stats: iter(()))
     capture.stream = lambda stats: _perf_events(perf, capture)
+    capture.unordered = lambda stats: _perf_events(perf, capture, ordered=False)
     return capture
 
 
-def _perf_events(perf: PerfData, capture: RawCapture) -> Iterator[RawEvent]:
-    """Samples by time, as :func:`.decode._perf_records` sorts ours."""
+def _perf_events(perf: PerfData, capture: RawCapture, ordered: bool = True) -> Iterator[RawEvent]:
+    """Samples by time, as :func:`.decode._perf_records` sorts ours (or in file order)."""
     capture.reset()
     waiting: list[tuple[int, int, RawEvent]] = []
     losses: list[list[int]] = []  # [start, round ends to wait for]
@@ -169,6 +170,10 @@ def _perf_events(perf: PerfData, capture: RawCapture) -> Iterator[RawEvent]:
             losses.append([max(ready, 0), 2])
             continue
         event = RawEvent(item.timestamp, item.cpu, item.raw, item.pid)
+        if not ordered:
+            newest = max(newest, item.timestamp)
+            yield event
+            continue
         heapq.heappush(waiting, (item.timestamp, sequence, event))
         sequence += 1
         newest = max(newest, item.timestamp)
