@@ -255,6 +255,7 @@ def _decode_perf_data(
     decoded = _decoder(perf.tracing, prefixes, "perf.data")
     decoded.records = _perf_records(perf, decoded.decoder, release, decoded.notes)
     decoded.raw = perf_raw(perf)
+    decoded.raw.notes = lambda: _perf_notes(perf.stats)
     return decoded
 
 

@@ -22,7 +22,11 @@ from operator import itemgetter
 from typing import NamedTuple
 
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageError, PageLayout, parse_page
-from opentelemetry_exporter_userevents.reader.capture.perf_data import Lost, PerfData
+from opentelemetry_exporter_userevents.reader.capture.perf_data import (
+    Lost,
+    PerfData,
+    PerfDataStats,
+)
 from opentelemetry_exporter_userevents.reader.capture.trace_dat import TraceDat
 from opentelemetry_exporter_userevents.reader.decode.decoder import DecoderStats
 
@@ -57,6 +61,8 @@ class RawCapture:
     stream: Callable[[DecoderStats], Iterator[RawEvent]]
     """Every record by time, streamed from the file again at each call (pages counted in
     the stats given); a stream read to its end fills :attr:`losses`."""
+    notes: Callable[[], list[str]] = list
+    """What the last stream could not read (perf's compressed or damaged records)."""
     unordered: Callable[[DecoderStats], Iterator[RawEvent]] | None = None
     """The same records in file order (cheaper: nothing is sorted), for a first pass that
     needs no order; None: :attr:`stream`'s order."""
@@ -150,6 +156,7 @@ def perf_raw(perf: PerfData) -> RawCapture:
 def _perf_events(perf: PerfData, capture: RawCapture, ordered: bool = True) -> Iterator[RawEvent]:
     """Samples by time, as :func:`.decode._perf_records` sorts ours (or in file order)."""
     capture.reset()
+    perf.stats = PerfDataStats()  # counts this stream's
     waiting: list[tuple[int, int, RawEvent]] = []
     losses: list[list[int]] = []  # [start, round ends to wait for]
     sequence = 0

@@ -115,6 +115,7 @@ def kernel_view_of(
             kernel, records = [], []
         events.take(kernel)
         output.write(rebuilder.add(records))
+        decoded.notes.extend(raw.notes())
 
     return run
 

@@ -447,3 +447,13 @@ def test_the_records_of_threads_of_no_writer_are_passed_over(tmp_path, capsys):
 
     assert got["linux.sched.on_cpu_ns"] == 16 * MS and got["linux.kernel.view"] == "whole"
     assert "kernel view: 3 records of threads of no writer passed over" in err, err  # and 5's
+
+
+def test_perf_records_not_read_are_said_with_the_kernel_view_too(tmp_path, capsys):
+    compressed = struct.pack("<IHH", 81, 0, 16) + bytes(8)
+    path = tmp_path / "perf.data"
+    path.write_bytes(_perf_data(_perf_events(T) + [compressed]))
+    got, err = _decode(str(path), capsys)
+
+    assert got["linux.kernel.view"] == "whole"
+    assert err.count("1 compressed batches not decoded") == 1, err
