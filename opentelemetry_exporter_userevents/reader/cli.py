@@ -176,8 +176,8 @@ def parser() -> argparse.ArgumentParser:
         help="also read the kernel's own events for the processes that write our records "
         "and add to each span what its thread did while it ran: 'sched' (on-CPU and "
         "off-CPU time by why, context switches, waits) and 'syscalls' (count and time by "
-        "name), e.g. --kernel sched,syscalls (not with --capture; in the host's pid "
-        "namespace only; default: none)",
+        "name), e.g. --kernel sched,syscalls (with --capture, kept in the file for decode "
+        "--kernel; in the host's pid namespace only; default: none)",
     )
     rec.add_argument(
         "--kernel-wait-threshold",
@@ -205,6 +205,22 @@ def parser() -> argparse.ArgumentParser:
         "another machine.",
     )
     dec.add_argument("file", help="trace.dat (trace-cmd, versions 6 and 7) or perf.data")
+    dec.add_argument(
+        "--kernel",
+        metavar="GROUPS",
+        help="add to each span what its thread did in the kernel, as record --kernel does, "
+        "from the scheduler's and syscalls' events the capture holds (trace-cmd record -e "
+        "sched -e syscalls, perf record -e 'sched:*' -e 'syscalls:*'), e.g. --kernel "
+        "sched,syscalls (default: none)",
+    )
+    dec.add_argument(
+        "--kernel-wait-threshold",
+        type=float,
+        default=1.0,
+        metavar="MS",
+        help="with --kernel, a span event for each stretch off the CPU of at least MS "
+        "milliseconds (default 1)",
+    )
     dec.add_argument(
         "--prefix",
         dest="prefixes",

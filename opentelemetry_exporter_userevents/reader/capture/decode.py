@@ -41,6 +41,11 @@ from opentelemetry_exporter_userevents.reader.capture.perf_data import (
     PerfDataStats,
     read_perf_data,
 )
+from opentelemetry_exporter_userevents.reader.capture.raw_events import (
+    RawCapture,
+    perf_raw,
+    trace_dat_raw,
+)
 from opentelemetry_exporter_userevents.reader.capture.trace_dat import TraceDat, read_trace_dat
 from opentelemetry_exporter_userevents.reader.capture.trace_dat_v7 import read_trace_dat_v7
 from opentelemetry_exporter_userevents.reader.capture.tracing_data import (
@@ -92,6 +97,10 @@ class DecodedCapture:
     None for a perf.data (samples, not pages: decoded in-process)."""
     size: int = 0
     """The capture's size in bytes."""
+    raw: RawCapture | None = None
+    """Every record, ours and the kernel's, by time (``decode --kernel``)."""
+    capture_formats: list[tuple[str, str]] = field(default_factory=list)
+    """(system, text) of every format file the capture carries (``decode --kernel``)."""
 
 
 class _Release:
@@ -171,6 +180,7 @@ def _decoder(tracing: TracingData, wanted: _Wanted, kind: str) -> DecodedCapture
     except ValueError as error:
         raise CaptureError(f"{kind}: header_page: {error}") from None
     decoded = DecodedCapture(kind, RecordDecoder(wanted.prefixes, layout, wanted.providers))
+    decoded.capture_formats = tracing.formats
     for _system, text in tracing.formats:
         try:
             fmt = parse_format(text)
@@ -201,6 +211,7 @@ def _decode_trace_dat(
     decoded.records = _trace_dat_records(dat, decoded.decoder, release)
     decoded.cpu_pages = lambda: [_released(pages, release) for _cpu, pages in dat.cpu_pages()]
     decoded.size = len(data)
+    decoded.raw = trace_dat_raw(dat, decoded.decoder.layout)
     if dat.instance_buffers:
         decoded.notes.append(
             "trace-cmd instance buffers not decoded: " + ", ".join(dat.instance_buffers)
@@ -243,6 +254,8 @@ def _decode_perf_data(
     perf = read_perf_data(data)
     decoded = _decoder(perf.tracing, prefixes, "perf.data")
     decoded.records = _perf_records(perf, decoded.decoder, release, decoded.notes)
+    decoded.raw = perf_raw(perf)
+    decoded.raw.notes = lambda: _perf_notes(perf.stats)
     return decoded
 
 

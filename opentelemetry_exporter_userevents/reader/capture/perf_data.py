@@ -20,6 +20,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from opentelemetry_exporter_userevents.reader.capture.tracing_data import (
     CaptureError,
@@ -31,6 +32,11 @@ from opentelemetry_exporter_userevents.reader.capture.tracing_data import (
 MAGIC = b"PERFILE2"
 HEADER_SIZE = 104
 HEADER_TRACING_DATA = 1
+HEADER_CLOCKID = 23
+HEADER_CLOCK_DATA = 29
+"""``perf record -k CLOCK``: the clock's id, and one (wall clock, clock) reading."""
+RECORD_LOST = 2
+RECORD_LOST_SAMPLES = 13
 RECORD_SAMPLE = 9
 RECORD_FINISHED_ROUND = 68
 """Written by ``perf record`` after each pass over its per-CPU buffers (see
@@ -61,13 +67,20 @@ _SECTION = struct.Struct("<QQ")
 _EVENT_HEADER = struct.Struct("<IHH")
 
 
-@dataclass(frozen=True)
-class Sample:
-    """The parts of a sample the decoder needs."""
+class Sample(NamedTuple):
+    """The parts of a sample the decoder needs (a named tuple: there are many)."""
 
     timestamp: int
     cpu: int
     raw: memoryview
+    pid: int = -1
+    """The process of the thread it ran on (``PERF_SAMPLE_TID``; -1 without)."""
+
+
+class Lost(NamedTuple):
+    """Where perf recorded that the kernel lost samples (``PERF_RECORD_LOST``)."""
+
+    samples: int
 
 
 @dataclass
@@ -81,6 +94,8 @@ class PerfDataStats:
     """mmap, comm, round markers and the like: not ours, skipped."""
     corrupt: int = 0
     """Records that run outside their own size: the rest of the data section is skipped."""
+    lost: int = 0
+    """Samples the kernel lost (perf's ``LOST`` and ``LOST_SAMPLES`` records)."""
 
 
 @dataclass
@@ -93,12 +108,23 @@ class PerfData:
     sample_types: dict[int, tuple[int, int]]
     """Sample id -> (sample_type, read_format); key -1 when every attr has the same ones."""
     stats: PerfDataStats = field(default_factory=PerfDataStats)
+    clockid: int | None = None
+    """``perf record -k``'s clock (a ``CLOCK_*`` id); None: perf's own (``local_clock``)."""
+    clock_reference: tuple[int, int] | None = None
+    """(CLOCK_REALTIME ns, the clock's ns) read at one moment, when perf wrote them."""
+    _fixed: tuple[int, int, int, int] | tuple[()] | None = None
+    """Where every sample's raw size, time, CPU and pid are (-1: absent), when all samples
+    have them at the same offsets; () when they do not; None until looked at."""
 
     def samples(self) -> Iterator[Sample]:
         """Every sample with a raw record, in file order; counts the rest in :attr:`stats`."""
         return (sample for sample in self.samples_and_rounds() if sample is not None)
 
     def samples_and_rounds(self) -> Iterator[Sample | None]:
+        """:meth:`samples_rounds_and_losses` without the losses."""
+        return (item for item in self.samples_rounds_and_losses() if not isinstance(item, Lost))
+
+    def samples_rounds_and_losses(self) -> Iterator[Sample | Lost | None]:
         """:meth:`samples`, read as they are iterated, with None where perf marked the end
         of a round. Samples are in the order perf copied them out of its per-CPU buffers,
         not in time order; perf's own rule (``tools/perf/util/session.c``) says when they
@@ -120,6 +146,12 @@ class PerfData:
             if kind == RECORD_COMPRESSED:
                 stats.compressed += 1
                 continue
+            counted = body[8:16] if kind == RECORD_LOST else body[:8]
+            if kind in (RECORD_LOST, RECORD_LOST_SAMPLES) and len(counted) == 8:
+                count = int.from_bytes(counted, "little")
+                stats.lost += count
+                yield Lost(count)
+                continue
             if kind == RECORD_FINISHED_ROUND:
                 stats.other_records += 1
                 yield None
@@ -139,6 +171,22 @@ class PerfData:
             yield sample
 
     def _sample(self, body: memoryview) -> Sample | None:
+        fixed = self._fixed
+        if fixed is None and -1 in self.sample_types:
+            fixed = self._fixed = _fixed_layout(*self.sample_types[-1])
+        if fixed:  # every sample of the file has its fields at the same offsets
+            raw_at, time_at, cpu_at, pid_at = fixed
+            if raw_at + 4 > len(body):
+                raise CaptureError("perf sample is cut short")
+            end = raw_at + 4 + _U32_AT(body, raw_at)[0]
+            if end > len(body):
+                raise CaptureError("perf sample: its raw record runs past it")
+            return Sample(
+                _U64_AT(body, time_at)[0] if time_at >= 0 else 0,
+                _U32_AT(body, cpu_at)[0] if cpu_at >= 0 else 0,
+                body[raw_at + 4 : end],
+                _U32_AT(body, pid_at)[0] if pid_at >= 0 else -1,
+            )
         cursor = Cursor(body, what="perf sample")
         if -1 in self.sample_types:
             sample_type, read_format = self.sample_types[-1]
@@ -149,12 +197,14 @@ class PerfData:
             sample_type, read_format = known
             sample_type &= ~SAMPLE_IDENTIFIER
         timestamp = cpu = 0
+        pid = -1
         if sample_type & SAMPLE_IDENTIFIER:
             cursor.u64("identifier")
         if sample_type & SAMPLE_IP:
             cursor.u64("ip")
         if sample_type & SAMPLE_TID:
-            cursor.u64("pid, tid")
+            pid = cursor.u32("pid")
+            cursor.u32("tid")
         if sample_type & SAMPLE_TIME:
             timestamp = cursor.u64("time")
         for bit in (SAMPLE_ADDR, SAMPLE_ID, SAMPLE_STREAM_ID):
@@ -172,7 +222,38 @@ class PerfData:
         if not sample_type & SAMPLE_RAW:
             return None
         raw = cursor.take(cursor.u32("raw size"), "raw record")
-        return Sample(timestamp, cpu, raw)
+        return Sample(timestamp, cpu, raw, pid)
+
+
+_U32_AT = struct.Struct("<I").unpack_from
+_U64_AT = struct.Struct("<Q").unpack_from
+_FIXED_FIELDS = ((SAMPLE_IDENTIFIER, "identifier"), (SAMPLE_IP, "ip"), (SAMPLE_TID, "pid"),
+                 (SAMPLE_TIME, "time"), (SAMPLE_ADDR, "addr"), (SAMPLE_ID, "id"),
+                 (SAMPLE_STREAM_ID, "stream id"), (SAMPLE_CPU, "cpu"),
+                 (SAMPLE_PERIOD, "period"))  # fmt: skip
+
+
+def _fixed_layout(sample_type: int, read_format: int) -> tuple[int, int, int, int] | tuple[()]:
+    """(raw size, time, cpu, pid) offsets of a sample type whose fields before the raw
+    record are all of fixed size (no callchain, no group read), else (): each 8 bytes, in
+    ``perf_event.h``'s order, as :meth:`PerfData._sample` reads them one by one."""
+    if not sample_type & SAMPLE_RAW or sample_type & SAMPLE_CALLCHAIN:
+        return ()
+    if sample_type & SAMPLE_READ and read_format & FORMAT_GROUP:
+        return ()
+    at = 0
+    found = {"time": -1, "cpu": -1, "pid": -1}
+    for bit, name in _FIXED_FIELDS:
+        if sample_type & bit:
+            found[name] = at
+            at += 8
+    if sample_type & SAMPLE_READ:
+        per_value = 1 + bool(read_format & FORMAT_ID) + bool(read_format & FORMAT_LOST)
+        times = bool(read_format & FORMAT_TOTAL_TIME_ENABLED) + bool(
+            read_format & FORMAT_TOTAL_TIME_RUNNING
+        )
+        at += 8 * (times + per_value)
+    return at, found["time"], found["cpu"], found["pid"]
 
 
 def _skip_read(cursor: Cursor, read_format: int) -> None:
@@ -209,14 +290,35 @@ def read_perf_data(data: bytes | memoryview) -> PerfData:
             "perf record -e 'user_events:otel_*'"
         )
     sections = Cursor(data, data_section[0] + data_section[1], "perf.data feature sections")
-    for bit in range(HEADER_TRACING_DATA):  # the sections of lower bits come first
+    found: dict[int, memoryview] = {}
+    for bit in range(HEADER_CLOCK_DATA + 1):  # one descriptor per bit set, in bit order
         if features >> bit & 1:
-            _section(sections, len(sections.data), f"feature {bit}")
-    offset, size = _section(sections, len(sections.data), "tracing data")
-    tracing = read_tracing_data(
-        Cursor(cursor.data[offset : offset + size], what="perf.data tracing data")
-    )
-    return PerfData(tracing, cursor.data, data_section, _sample_types(cursor, attrs, attr_size))
+            try:
+                offset, size = _section(sections, len(sections.data), f"feature {bit}")
+            except CaptureError:
+                if bit <= HEADER_TRACING_DATA:
+                    raise
+                break  # the clock's sections are optional: estimated without them
+            found[bit] = cursor.data[offset : offset + size]
+    tracing = read_tracing_data(Cursor(found[HEADER_TRACING_DATA], what="perf.data tracing data"))
+    perf = PerfData(tracing, cursor.data, data_section, _sample_types(cursor, attrs, attr_size))
+    _read_clock(perf, found)
+    return perf
+
+
+def _read_clock(perf: PerfData, found: dict[int, memoryview]) -> None:
+    """``HEADER_CLOCKID`` (u64) and ``HEADER_CLOCK_DATA`` (``version:u32 clockid:u32
+    wall_clock_ns:u64 clockid_time_ns:u64``, perf's ``util/header.c``); a section of
+    another shape is ignored (the clock is then estimated)."""
+    clockid = found.get(HEADER_CLOCKID)
+    if clockid is not None and len(clockid) >= 8:
+        perf.clockid = int.from_bytes(clockid[:8], "little")
+    data = found.get(HEADER_CLOCK_DATA)
+    if data is not None and len(data) >= 24:
+        version, data_clockid, wall, clock = struct.unpack_from("<IIQQ", data)
+        if version >= 1 and (perf.clockid is None or data_clockid == perf.clockid):
+            perf.clockid = data_clockid
+            perf.clock_reference = (wall, clock)
 
 
 def _section(cursor: Cursor, limit: int, what: str) -> tuple[int, int]:

@@ -19,6 +19,7 @@ import contextlib
 import os
 import shlex
 import shutil
+import struct
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -39,6 +40,11 @@ from opentelemetry_exporter_userevents.reader.private_file import open_private
 VERSION = "6"
 OPTION_BUFFER = 3
 """A trace-cmd instance buffer (``record -B``)."""
+OPTION_TRACECLOCK = 4
+"""Version 6: the top buffer's ``trace_clock`` file follows its CPUs' table (``size:u64``
+then the text, e.g. ``[local] global counter ...``)."""
+MAX_CLOCK_TEXT = 4096
+_U16 = struct.Struct("<H")
 _OPTIONS = b"options  \0"
 _FLYRECORD = b"flyrecord\0"
 _LATENCY = b"latency  \0"
@@ -60,6 +66,16 @@ class TraceDat:
     cut_short: int = 0
     """Bytes of CPU data the header announces beyond the end of the file."""
     compression: str = "none"
+    clock: str | None = None
+    """The trace clock the top buffer was recorded with (``local`` by default), when the
+    file says."""
+    missing_cpus: list[int] = field(default_factory=list)
+    """CPUs whose data the file announces but does not hold whole (cut short)."""
+    name: str = ""
+    """An instance buffer's name; the top buffer's is empty."""
+    instances: list[TraceDat] = field(default_factory=list)
+    """The instance buffers read (each with the top's tracing data): decoded only for the
+    kernel view (``decode --kernel``), where one holds the kernel's events."""
 
     def cpu_pages(self) -> list[tuple[int, Iterator[memoryview]]]:
         """Each CPU's whole pages, in the order the kernel filled them, read as they are
@@ -105,27 +121,55 @@ def read_trace_dat(data: bytes | memoryview) -> TraceDat:
     cpus = cursor.u32("CPU count")
     if cpus > 4096:
         raise CaptureError(f"trace.dat: {cpus} CPUs")
-    buffers: list[str] = []
+    buffers: list[tuple[int, str]] = []
+    has_clock = False
     label = bytes(cursor.take(10, "section label"))
     while label == _OPTIONS:
         while (option := cursor.u16("option id")) != 0:
             body = Cursor(cursor.take(cursor.u32("option size"), f"option {option}"))
+            has_clock |= option == OPTION_TRACECLOCK
             if option == OPTION_BUFFER:
-                body.u64("buffer offset")
-                buffers.append(body.cstring("buffer name"))
+                buffers.append((body.u64("buffer offset"), body.cstring("buffer name")))
         label = bytes(cursor.take(10, "section label"))
     if label == _LATENCY:
         raise CaptureError("trace.dat holds a latency trace (text), not ring-buffer pages")
     if label != _FLYRECORD:
         raise CaptureError(f"trace.dat: unknown section {label!r}")
-    cpu_data: list[tuple[int, CpuData]] = []
-    cut_short = 0
+    dat = _flyrecord(cursor, TraceDat(tracing, []), cpus, has_clock)
+    dat.instance_buffers = [name for _, name in buffers]
+    for offset, name in buffers:  # trace-cmd's instance buffer: its own table and clock
+        at = Cursor(cursor.data, offset, f"trace.dat buffer {name}")
+        with contextlib.suppress(CaptureError):  # not read: it stays named only
+            at.expect(_FLYRECORD, "buffer label")
+            dat.instances.append(_flyrecord(at, TraceDat(tracing, [], name=name), cpus, has_clock))
+    return dat
+
+
+def _flyrecord(cursor: Cursor, dat: TraceDat, cpus: int, has_clock: bool) -> TraceDat:
+    """A buffer's table of each CPU's (offset, size), and its clock if the file says."""
     for cpu in range(cpus):
         offset, size = cursor.u64(f"CPU {cpu} offset"), cursor.u64(f"CPU {cpu} size")
         blob, missing = clip(cursor.data, offset, size)
-        cpu_data.append((cpu, blob))
-        cut_short += missing
-    return TraceDat(tracing, cpu_data, buffers, cut_short)
+        dat.cpu_data.append((cpu, blob))
+        dat.cut_short += missing
+        if missing:
+            dat.missing_cpus.append(cpu)
+    if has_clock:
+        with contextlib.suppress(CaptureError):  # no clock said: it is estimated
+            size = cursor.u64("trace_clock size")
+            dat.clock = clock_name(cursor.text(min(size, MAX_CLOCK_TEXT), "trace_clock"))
+    return dat
+
+
+def clock_name(text: str) -> str | None:
+    """The clock in use in a ``trace_clock`` file's text (the one in brackets), or a bare
+    clock name; None if it says neither."""
+    text = text.strip()
+    if "[" in text:
+        text = text.split("[", 1)[1].split("]", 1)[0]
+    name = text.strip()
+    ok = 0 < len(name) <= 32 and all(c.isalnum() or c in "-_" for c in name)
+    return name if ok else None
 
 
 def clip(data: memoryview, offset: int, size: int) -> tuple[memoryview, int]:
@@ -154,15 +198,31 @@ class TraceDatWriter:
     the header, with the format files of every event added, then each CPU's pages. If that
     fails (disk full, ``path`` a directory), nothing captured is lost: :meth:`keep` leaves
     the spools and a ``header`` file beside them, whose concatenation is the trace.dat.
+
+    Pages of a named buffer (an instance, as ``trace-cmd record -B`` keeps one) follow the
+    top buffer's, each buffer after a ``flyrecord`` table of its own that a ``BUFFER``
+    option points to, as trace-cmd writes version 6. ``clock``, the file's one trace clock
+    (version 6 has one for all buffers), is said in a ``TRACECLOCK`` option.
     """
 
-    def __init__(self, path: str, page_size: int, header_page: str, header_event: str) -> None:
+    def __init__(
+        self,
+        path: str,
+        page_size: int,
+        header_page: str,
+        header_event: str,
+        clock: str | None = None,
+    ) -> None:
         self.path = path
         self.tracing = TracingData(VERSION, page_size, header_page, header_event)
+        self.clock = clock
         self.spool_dir = tempfile.mkdtemp(
             prefix=".capture-", dir=os.path.dirname(os.path.abspath(path))
         )
         self._spools: dict[int, BinaryIO] = {}
+        """The top buffer's, by CPU."""
+        self._buffers: dict[str, dict[int, BinaryIO]] = {}
+        """Named buffers', in the order their first page came."""
         self._formats: set[tuple[str, str]] = set()
         self.pages = 0
         self.closed = False
@@ -174,13 +234,16 @@ class TraceDatWriter:
             self._formats.add((system, text))
             self.tracing.formats.append((system, text))
 
-    def add_page(self, cpu: int, page: bytes) -> None:
-        """Append one sub-buffer of ``cpu`` (padded to the page size). If the spool cannot
-        take it (disk full), it is cut back to its whole pages and the error raised."""
-        spool = self._spools.get(cpu)
+    def add_page(self, cpu: int, page: bytes, buffer: str = "") -> None:
+        """Append one sub-buffer of ``cpu`` (padded to the page size), to the top buffer or
+        the named one. If the spool cannot take it (disk full), it is cut back to its
+        whole pages and the error raised."""
+        spools = self._spools if not buffer else self._buffers.setdefault(buffer, {})
+        spool = spools.get(cpu)
+        path = self._spool_path(cpu, buffer)
         if spool is None:
             # unbuffered: a write that fails leaves nothing behind to be written later
-            spool = self._spools[cpu] = open_private(self._spool_path(cpu), "w+b", buffering=0)
+            spool = spools[cpu] = open_private(path, "w+b", buffering=0)
         size = self.tracing.page_size
         end = spool.tell()
         data = memoryview(page[:size] + bytes(max(0, size - len(page))))
@@ -191,7 +254,7 @@ class TraceDatWriter:
             with contextlib.suppress(OSError):
                 spool.truncate(end)
                 spool.seek(end)
-            raise OSError(error.errno, error.strerror, self._spool_path(cpu)) from error
+            raise OSError(error.errno, error.strerror, path) from error
         self.pages += 1
 
     def close(self, cmdlines: str = "") -> None:
@@ -200,16 +263,17 @@ class TraceDatWriter:
         if self.closed:
             return
         self.tracing.cmdlines = cmdlines
-        header = self._header()
+        parts = self._layout()
         created = False
         try:
             with open_private(self.path, "wb") as out:
                 created = True
-                out.write(header)
-                for spool in self._spools_in_order():
-                    spool.seek(0)
-                    while chunk := spool.read(1 << 20):
-                        out.write(chunk)
+                for header, spools in parts:
+                    out.write(header)
+                    for spool in spools:
+                        spool.seek(0)
+                        while chunk := spool.read(1 << 20):
+                            out.write(chunk)
         except OSError as error:
             if created:  # a partial trace.dat would mislead, and holds the space a retry needs
                 with contextlib.suppress(OSError):
@@ -221,61 +285,112 @@ class TraceDatWriter:
                 self.spool_dir,
             ) from error
         self.closed = True
-        for spool in self._spools.values():
+        for spool in self._all_spools():
             spool.close()
         shutil.rmtree(self.spool_dir, ignore_errors=True)
 
     def keep(self, cmdlines: str = "") -> str:
         """Leave the pages where they are, with a ``header`` file beside them (the trace.dat
-        is the header then each CPU's spool, concatenated); say where and how to make the
-        trace.dat. Idempotent; :meth:`close` does nothing afterwards."""
+        is the header then each CPU's spool, concatenated; a named buffer's header and
+        spools follow); say where and how to make the trace.dat. Idempotent; :meth:`close`
+        does nothing afterwards."""
         if self._kept is not None:
             return self._kept
         self.closed = True
         self.tracing.cmdlines = cmdlines
-        header = self._header()
-        for spool in self._spools.values():
+        headers = [header for header, _ in self._layout()]
+        for spool in self._all_spools():
             with contextlib.suppress(OSError):
                 spool.close()
-        self._kept = self._keep(header)
+        self._kept = self._keep(headers)
         return self._kept
 
-    def _keep(self, header: bytes) -> str:
-        parts = [os.path.join(self.spool_dir, "header")]
-        parts += [self._spool_path(cpu) for cpu in sorted(self._spools)]
+    def _keep(self, headers: list[bytes]) -> str:
+        names = ["header"] + [f"header-buffer{n}" for n in range(1, len(headers))]
+        buffers = [("", self._spools), *self._buffers.items()]
+        parts: list[str] = []
         pages = f"{self.pages} pages kept in {self.spool_dir}"
-        try:
-            with open_private(parts[0], "wb") as out:
-                out.write(header)
-        except OSError as error:
-            with contextlib.suppress(OSError):
-                os.unlink(parts[0])
-            spools = shlex.join(parts[1:]) or "no pages"
-            return f"{pages} ({spools}; its header could not be written: {_reason(error)})"
+        for name, header, (buffer, spools) in zip(names, headers, buffers, strict=True):
+            path = os.path.join(self.spool_dir, name)
+            try:
+                with open_private(path, "wb") as out:
+                    out.write(header)
+            except OSError as error:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+                spooled = [self._spool_path(c, b) for b, c in self._spool_keys()]
+                listed = shlex.join(spooled) or "no pages"
+                return f"{pages} ({listed}; its header could not be written: {_reason(error)})"
+            parts += [path] + [self._spool_path(cpu, buffer) for cpu in sorted(spools)]
         command = f"cat {shlex.join(parts)} > {shlex.quote(self.path)}"
         return f"{pages}; make the trace.dat with: {command}"
 
-    def _spool_path(self, cpu: int) -> str:
-        return os.path.join(self.spool_dir, f"cpu{cpu}")
+    def _spool_path(self, cpu: int, buffer: str = "") -> str:
+        """``cpuN``; a named buffer's (added before): ``bufferK-cpuN``, K its rank."""
+        if not buffer:
+            return os.path.join(self.spool_dir, f"cpu{cpu}")
+        number = list(self._buffers).index(buffer) + 1
+        return os.path.join(self.spool_dir, f"buffer{number}-cpu{cpu}")
 
-    def _spools_in_order(self) -> list[BinaryIO]:
-        return [self._spools[cpu] for cpu in sorted(self._spools)]
+    def _spool_keys(self) -> list[tuple[str, int]]:
+        keys = [("", cpu) for cpu in sorted(self._spools)]
+        return keys + [(b, cpu) for b, spools in self._buffers.items() for cpu in sorted(spools)]
 
-    def _header(self) -> bytes:
-        """Everything before the first CPU's pages, padded to a page: the tracing data, the
-        CPU count and the table of each CPU's (offset, size)."""
+    def _all_spools(self) -> list[BinaryIO]:
+        return [*self._spools.values(), *(s for b in self._buffers.values() for s in b.values())]
+
+    def _layout(self) -> list[tuple[bytes, list[BinaryIO]]]:
+        """Each buffer's header and its CPUs' spools, in file order. The first header is
+        the file's: the tracing data, the CPU count, the options, then the top buffer's
+        table of each CPU's (offset, size) and its clock; a named buffer's is its own
+        ``flyrecord`` table and clock. Each header is padded to a page."""
         page_size = self.tracing.page_size
-        cpus = max(self._spools, default=-1) + 1
-        header = bytearray(write_tracing_data(self.tracing))
-        header += _U32.pack(cpus) + _FLYRECORD
-        offset = -(-(len(header) + 16 * cpus) // page_size) * page_size
-        for cpu in range(cpus):
-            spool = self._spools.get(cpu)
-            size = spool.seek(0, os.SEEK_END) if spool else 0
-            header += _U64.pack(offset) + _U64.pack(size)
-            offset += size
-        header += bytes(-len(header) % page_size)
-        return bytes(header)
+        cpus = 1 + max((c for _, c in self._spool_keys()), default=-1)
+        clock = b""
+        if self.clock is not None:
+            text = f"[{self.clock}]\n".encode()
+            clock = _U64.pack(len(text)) + text
+        named = list(self._buffers)
+        head = bytearray(write_tracing_data(self.tracing))
+        head += _U32.pack(cpus)
+        if self.clock is not None or named:
+            head += _OPTIONS
+            if self.clock is not None:
+                head += _U16.pack(OPTION_TRACECLOCK) + _U32.pack(0)
+            buffer_options = []
+            for name in named:
+                encoded = name.encode() + b"\0"
+                head += _U16.pack(OPTION_BUFFER) + _U32.pack(8 + len(encoded))
+                buffer_options.append(len(head))
+                head += bytes(8) + encoded
+            head += _U16.pack(0)
+        table = len(_FLYRECORD) + 16 * cpus + len(clock)
+        buffers = [self._spools, *(self._buffers[name] for name in named)]
+        offset = _aligned(len(head) + table, page_size)
+        headers: list[bytearray] = [head]
+        for number, spools in enumerate(buffers):
+            header = headers[0] if number == 0 else bytearray()
+            if number:
+                _U64.pack_into(headers[0], buffer_options[number - 1], offset)
+                offset += _aligned(table, page_size)
+            header += _FLYRECORD
+            for cpu in range(cpus):
+                spool = spools.get(cpu)
+                size = spool.seek(0, os.SEEK_END) if spool else 0
+                header += _U64.pack(offset) + _U64.pack(size)
+                offset += size
+            header += clock
+            header += bytes(-len(header) % page_size)
+            if number:
+                headers.append(header)
+        return [
+            (bytes(header), [spools[cpu] for cpu in sorted(spools)])
+            for header, spools in zip(headers, buffers, strict=True)
+        ]
+
+
+def _aligned(size: int, page_size: int) -> int:
+    return -(-size // page_size) * page_size
 
 
 def _reason(error: OSError) -> str:

@@ -26,7 +26,12 @@ from opentelemetry_exporter_userevents.reader.capture.compression import (
     Decompressor,
     decompressor,
 )
-from opentelemetry_exporter_userevents.reader.capture.trace_dat import OPTION_BUFFER, TraceDat, clip
+from opentelemetry_exporter_userevents.reader.capture.trace_dat import (
+    OPTION_BUFFER,
+    TraceDat,
+    clip,
+    clock_name,
+)
 from opentelemetry_exporter_userevents.reader.capture.tracing_data import (
     CaptureError,
     Cursor,
@@ -57,6 +62,7 @@ class _Buffer:
     offset: int
     name: str
     page_size: int
+    clock: str = ""
     cpus: list[tuple[int, int, int]] = field(default_factory=list)
     """(cpu, offset, size) of each CPU's data."""
 
@@ -142,11 +148,14 @@ def read_trace_dat_v7(data: bytes | memoryview) -> TraceDat:
         if buffer.page_size != page_size:
             raise CaptureError(f"trace.dat: buffer page size {buffer.page_size} != {page_size}")
         flags, _ = file.section(buffer.offset, SECTION_BUFFER, "flyrecord")
+        dat.clock = clock_name(buffer.clock)
         for cpu, offset, size in buffer.cpus:
             # Compressed, the size counts the chunks but not the chunk count before them
             # (trace-cmd 3.1.6; the v7 documentation does not say).
             blob, missing = clip(file.data, offset, size + 4 if flags & COMPRESSED else size)
             dat.cut_short += missing
+            if missing:
+                dat.missing_cpus.append(cpu)
             if flags & COMPRESSED and not missing:
                 chunks = _Chunks(file, Cursor(blob, what=f"CPU {cpu} data"))
                 at_once += chunks.largest
@@ -172,7 +181,7 @@ def _options(body: Cursor, offsets: dict[int, int], buffers: list[_Buffer]) -> i
             offsets[option] = data.u64("section offset")
         elif option == OPTION_BUFFER:
             buffer = _Buffer(data.u64("buffer offset"), data.cstring("buffer name"), 0)
-            data.cstring("buffer clock")
+            buffer.clock = data.cstring("buffer clock", 64)
             buffer.page_size = data.u32("buffer page size")
             for _ in range(data.u32("buffer CPU count")):
                 cpu = data.u32("CPU id")

@@ -57,14 +57,24 @@ def capture(args: argparse.Namespace, reader: TraceReader, tracefs: Tracefs, err
     writer: TraceDatWriter | None = None
     stop_reason = "error"
     failure: BaseException | None = None
+    kernel = None
+    if getattr(args, "kernel", None):  # imported when chosen, as record does
+        from opentelemetry_exporter_userevents.reader.commands import (  # noqa: PLC0415
+            capture_kernel,
+        )
+
+        kernel = capture_kernel.KernelCapture(args, reader, tracefs)
     try:
         with stop_signals() as stop:
             reader.start()
+            if kernel is not None:
+                kernel.start(err)
             writer = TraceDatWriter(
                 args.capture,
                 reader.decoder.layout.page_size,
                 tracefs.header_page(),
                 tracefs.header_event(),
+                kernel.clock if kernel is not None else None,
             )
             say_ready(args, f"capturing into {args.capture} the records of", reader.instance, err)
 
@@ -72,12 +82,16 @@ def capture(args: argparse.Namespace, reader: TraceReader, tracefs: Tracefs, err
                 pages = reader.capture()
                 for cpu, page in pages:
                     writer.add_page(cpu, page)
-                return bool(pages)
+                kept = kernel.keep(writer, pages) if kernel is not None else 0
+                return bool(pages) or kept > 0
 
             deadline = started + args.duration if args.duration else None
             stop_reason = run_until_stopped(keep_pages, deadline, stop, reader.wait)
-            for cpu, page in reader.read_cpu_pages():
+            pages = reader.read_cpu_pages()
+            for cpu, page in pages:
                 writer.add_page(cpu, page)
+            if kernel is not None:
+                kernel.keep(writer, pages)
     except BaseException as error:  # acted on below, once the reader is closed
         failure = error
         if isinstance(error, KeyboardInterrupt) and isinstance(error.__context__, OSError):
@@ -85,13 +99,15 @@ def capture(args: argparse.Namespace, reader: TraceReader, tracefs: Tracefs, err
             # handlers were just restored): the error is why it stopped, not a second one.
             failure = error.__context__
     reader.close()
+    if kernel is not None:
+        kernel.close()
     if reader.cleanup_error:
         err.write(f"otel-userevents: {printable(reader.cleanup_error)}\n")
     if writer is None:
         if failure is not None:
             raise failure  # nothing captured: the reader's error, as for record
         return 0
-    for system, text in reader.formats():
+    for system, text in reader.formats() + (kernel.formats() if kernel is not None else []):
         writer.add_format(system, text)
     cmdlines = _saved_cmdlines(tracefs)
     if failure is not None and not isinstance(failure, OSError):
@@ -115,7 +131,7 @@ def capture(args: argparse.Namespace, reader: TraceReader, tracefs: Tracefs, err
         f"(trace.dat v6), lost {reader.lost}; rebuild with: otel-userevents decode "
         f"{args.capture}"
     )
-    summary = ", ".join([summary, *discovery_parts(reader)])
+    summary = ", ".join([summary, *(kernel.parts() if kernel else []), *discovery_parts(reader)])
     if failure is not None:  # reading or spooling failed; what was kept is in the file
         err.write(f"otel-userevents: capture stopped: {_why(failure)}; {summary}\n")
         return 1
@@ -145,8 +161,15 @@ def decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     decoded = decode_file(args.file, prefixes_of(args, every_by_default=True), providers)
     for name, reason in decoded.incompatible.items():
         err.write(f"otel-userevents: not decoding {printable(f'{name}: {reason}')}\n")
+    kernel_run = None
+    if getattr(args, "kernel", None):  # imported when chosen, as record does
+        from opentelemetry_exporter_userevents.reader.commands import (  # noqa: PLC0415
+            capture_kernel,
+        )
+
+        kernel_run = capture_kernel.kernel_view_of(args, decoded, err)
     workers = workers_of(args)
-    if decoded.cpu_pages is None or decoded.size < WORKERS_FROM:
+    if decoded.cpu_pages is None or decoded.size < WORKERS_FROM or kernel_run is not None:
         workers = 1
     output = output_of(args, out, workers)
     # the whole file is there: no waiting
@@ -156,7 +179,9 @@ def decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     pool: WorkerPool | None = None
     try:
         try:  # records decode as they are taken: a batch at a time, whatever the file's size
-            if workers > 1 and decoded.cpu_pages is not None:
+            if kernel_run is not None:
+                kernel_run(rebuilder, output)
+            elif workers > 1 and decoded.cpu_pages is not None:
                 pool = WorkerPool(
                     workers, prefixes_of(args, True), decoded.decoder.layout, providers
                 )
@@ -175,6 +200,9 @@ def decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         output.close()
     for note in decoded.notes:  # complete once every record is read
         err.write(f"otel-userevents: {printable(note)}\n")
+    if kernel_run is not None:
+        for note in capture_kernel.kernel_notes(rebuilder):
+            err.write(f"otel-userevents: kernel view: {printable(note)}\n")
     stats = decoded.decoder.stats
     if pool is not None:
         _add_stats(stats, pool)
@@ -185,6 +213,8 @@ def decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         f"{stats.pages_with_missed_events} pages after lost events",
         *rebuilt_parts(rebuilder, stats, output),
     ]
+    if kernel_run is not None:
+        parts += capture_kernel.kernel_parts(rebuilder.span_enricher)
     err.write(head + ", ".join(parts) + "\n")
     if not decoded.tracepoints:
         err.write(

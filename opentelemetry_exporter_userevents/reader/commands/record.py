@@ -65,8 +65,6 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         providers=providers_of(args),
     )
     if args.capture:
-        if args.kernel:
-            raise UsageError("--kernel cannot be used with --capture")
         from opentelemetry_exporter_userevents.reader.commands.capture import (  # noqa: PLC0415
             capture,
         )

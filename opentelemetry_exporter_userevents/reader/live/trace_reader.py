@@ -154,6 +154,10 @@ class TraceReader(InstanceOwner):
         self.rescan_interval = rescan_interval
         self.tracefs_instance = TracefsInstance(self.tracefs, INSTANCE_PREFIX)
         self.instance = self.tracefs_instance.name
+        self.trace_clock: str | None = None
+        """The instance's trace clock, set before anything is enabled (``record --capture
+        --kernel``: ``tai``, as the kernel view's instance, so one file has one clock);
+        None: the kernel's default, ``local``."""
         self.decoder = RecordDecoder(self.prefixes, providers=providers)
         self.providers = ProviderDiscovery(self.decoder.providers.named)
         """When each EventHeader provider was found (:meth:`late_providers`)."""
@@ -194,6 +198,8 @@ class TraceReader(InstanceOwner):
         """Check rights, remove stale instances, create ours, enable our tracepoints."""
         self.tracefs_instance.create()
         try:
+            if self.trace_clock is not None:
+                self.tracefs.set_trace_clock(self.instance, self.trace_clock)
             if self.buffer_size_kb:
                 self.tracefs.set_buffer_size_kb(self.instance, self.buffer_size_kb)
             self.decoder.layout = PageLayout.from_header_page(

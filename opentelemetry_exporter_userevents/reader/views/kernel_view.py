@@ -153,7 +153,8 @@ class KernelView:
             added: dict[str, Any] = {THREAD: tid, "linux.kernel.view": "none"}
         else:
             self.stats.spans += 1
-            partial = summary.partial or events.lost_within(start, end)
+            lost = events.lost_within(start, end)  # asked each time: a capture counts why
+            partial = summary.partial or lost
             self.stats.partial += partial
             added = _attributes(tid, summary, partial)
             if self._shared(tid, span):

@@ -1,0 +1,201 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""``decode --kernel``: a capture's spans with what the kernel did for their threads, from
+the scheduler's and syscalls' records the same file holds; and ``record --capture
+--kernel`` (:class:`KernelCapture`), which keeps them there.
+
+Two passes over the file: the first counts the kernel's records by group, notes each CPU's
+first record and the losses, and estimates the clock from our spans
+(:mod:`..views.kernel_capture_clock`); the second feeds the kernel's records to the
+timeline and ours to the rebuilder, in time order, each at most :data:`.BATCH` records
+behind the other (so a span is summed once every kernel record before its own is in)."""
+
+from __future__ import annotations
+
+import argparse
+import struct
+from collections.abc import Callable
+from typing import TextIO
+
+from opentelemetry_exporter_userevents.abi.format import parse_format
+from opentelemetry_exporter_userevents.abi.ring_buffer import PageError, parse_page
+from opentelemetry_exporter_userevents.abi.sched import (
+    SCHED_SWITCH,
+    SCHED_SYSTEM,
+    SCHED_WAKEUP,
+    SCHED_WAKEUP_NEW,
+    SYSCALLS_SYSTEM,
+)
+from opentelemetry_exporter_userevents.abi.tracefs import Tracefs
+from opentelemetry_exporter_userevents.reader.capture import DecodedCapture, TraceDatWriter
+from opentelemetry_exporter_userevents.reader.capture.decode import BATCH
+from opentelemetry_exporter_userevents.reader.capture.raw_events import RawEvent
+from opentelemetry_exporter_userevents.reader.decode.decoder import DecoderStats, TraceRecord
+from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.live.trace_reader import TraceReader
+from opentelemetry_exporter_userevents.reader.outputs.output import Output
+from opentelemetry_exporter_userevents.reader.terminal_text import printable
+from opentelemetry_exporter_userevents.reader.views.kernel_capture import CaptureKernelEvents
+from opentelemetry_exporter_userevents.reader.views.kernel_capture_clock import (
+    ClockEstimate,
+    clock_line,
+    map_clock,
+)
+from opentelemetry_exporter_userevents.reader.views.kernel_events import (
+    CLOCK,
+    SCHED_PROCESS_EXIT,
+    SCHED_PROCESS_FORK,
+    KernelEvents,
+    parse_groups,
+)
+from opentelemetry_exporter_userevents.reader.views.kernel_view import (
+    KernelView,
+    kernel_clock_line,
+    kernel_parts,
+)
+
+__all__ = ["KernelCapture", "kernel_notes", "kernel_parts", "kernel_view_of"]
+_PID = struct.Struct("<i").unpack_from
+
+SPAN = "span"
+
+
+def kernel_view_of(
+    args: argparse.Namespace, decoded: DecodedCapture, err: TextIO
+) -> Callable[[Rebuilder, Output], None]:
+    """The view, and the loop that decodes the file with it (after the first pass)."""
+    raw = decoded.raw
+    assert raw is not None
+    events = CaptureKernelEvents(decoded.capture_formats, parse_groups(args.kernel),
+                                 decoded.decoder.layout)  # fmt: skip
+    ours = set()
+    for text in decoded.formats + decoded.other_formats:
+        try:
+            ours.add(parse_format(text).id)
+        except ValueError:
+            continue
+    events.forget_ids(ours)  # a kernel event that claims one of our ids is not read as it
+    for reason in events.refused:
+        err.write(f"otel-userevents: kernel view: not reading {printable(reason)}\n")
+    decoder = decoded.decoder
+    estimate = ClockEstimate()
+    found: list[TraceRecord] = []
+    for event in (raw.unordered or raw.stream)(DecoderStats()):
+        if events.is_kernel(event.record):
+            events.census(event.stamp, event.cpu, event.record, event.pid)
+        elif decoder.decode_record(event.stamp, event.record, found):
+            record = found.pop()
+            events.note_writer(record.pid, event.pid)
+            if record.kind == SPAN:
+                estimate.add(record.timestamp, record.pid, record.values.get("end_time_ns"))
+    decoder.stats = DecoderStats()  # the second pass counts
+    clock = map_clock(raw.clock, raw.reference, estimate)
+    events.cover(clock, raw.missing_cpus, list(raw.losses))
+    groups = ", ".join(events.groups)
+    err.write(f"otel-userevents: kernel view ({groups}) from the capture: "
+              f"{printable(clock_line(clock))}\n")  # fmt: skip
+    view = KernelView(events, int(args.kernel_wait_threshold * 1_000_000))
+
+    def run(rebuilder: Rebuilder, output: Output) -> None:
+        rebuilder.span_enricher = view
+        kernel: list[RawEvent] = []
+        records: list[TraceRecord] = []
+        for event in raw.stream(decoder.stats):
+            if events.is_kernel(event.record):
+                kernel.append(event)
+                if len(kernel) < BATCH:
+                    continue
+            else:
+                decoder.decode_record(event.stamp, event.record, records)
+                if len(records) < BATCH:
+                    continue
+            events.take(kernel)
+            output.write(rebuilder.add(records))
+            kernel, records = [], []
+        events.take(kernel)
+        output.write(rebuilder.add(records))
+        decoded.notes.extend(raw.notes())
+
+    return run
+
+
+def kernel_notes(rebuilder: Rebuilder) -> list[str]:
+    """Why spans were partial, once each."""
+    view = rebuilder.span_enricher
+    if isinstance(view, KernelView) and isinstance(view.events, CaptureKernelEvents):
+        return view.events.notes()
+    return []
+
+
+class KernelCapture:
+    """``record --capture FILE --kernel``: the kernel view's instance read beside the
+    reader's, its pages kept in the same trace.dat as an instance buffer
+    (:data:`BUFFER`), as ``trace-cmd record -B`` keeps one, so that ``trace-cmd report``
+    shows both and ``decode --kernel`` reads both.
+
+    A version 6 trace.dat has one trace clock, so the reader's instance takes the kernel
+    view's, ``tai``, before anything is enabled; ``decode`` maps it to the spans' clock to
+    the whole second. The writers are listed as live (``set_event_pid``): each process
+    whose records a page holds (each page's ``common_pid``s, read without decoding) and
+    each that announces itself."""
+
+    BUFFER = "otel-userevents-kernel"
+
+    def __init__(self, args: argparse.Namespace, reader: TraceReader, tracefs: Tracefs) -> None:
+        groups = parse_groups(args.kernel)
+        self.events = KernelEvents(tracefs, reader.decoder.layout, groups)
+        self.reader, self.tracefs = reader, tracefs
+        self.clock = reader.trace_clock = CLOCK
+        self.pages = 0
+
+    def start(self, err: TextIO) -> None:
+        events = self.events
+        events.layout = self.reader.decoder.layout
+        events.start()
+        self.reader.on_announced = events.watch_announced
+        err.write(f"otel-userevents: {kernel_clock_line(events)}\n")
+
+    def keep(self, writer: TraceDatWriter, pages: list[tuple[int, bytes]]) -> int:
+        """List the writers of ``pages``, then keep the kernel's pages so far: how many."""
+        events = self.events
+        layout = events.layout
+        writers: set[int] = set()
+        for _cpu, page in pages:
+            try:
+                parsed = parse_page(page, layout)
+            except PageError:
+                continue  # kept as it is; decode counts it
+            writers.update(_PID(record, 4)[0] for _, record in parsed.events if len(record) >= 8)
+        events.watch(writers)
+        kept = events.pipes.read(layout.page_size)
+        for cpu, page in kept:
+            writer.add_page(cpu, page, self.BUFFER)
+        self.pages += len(kept)
+        return len(kept)
+
+    def formats(self) -> list[tuple[str, str]]:
+        """The format files of the events the kernel view's instance enables."""
+        tracefs, groups = self.tracefs, self.events.groups
+        names = [(SCHED_SYSTEM, SCHED_PROCESS_FORK), (SCHED_SYSTEM, SCHED_PROCESS_EXIT)]
+        if "sched" in groups:
+            names += [(SCHED_SYSTEM, e) for e in (SCHED_SWITCH, SCHED_WAKEUP, SCHED_WAKEUP_NEW)]
+        if "syscalls" in groups:
+            names += [(SYSCALLS_SYSTEM, e) for e in tracefs.event_ids(SYSCALLS_SYSTEM).values()]
+        formats = []
+        for system, name in names:
+            try:
+                formats.append((system, tracefs.format_text(system, name)))
+            except OSError:
+                continue  # gone: decode says the group is missing
+        return formats
+
+    def close(self) -> None:
+        self.events.close()
+
+    def parts(self) -> list[str]:
+        return [
+            f"{self.pages} pages of the kernel's events ({', '.join(self.events.groups)}) "
+            f"of {self.events.stats.processes} processes in buffer {self.BUFFER}, lost "
+            f"{self.events.pipes.lost}"
+        ]
