@@ -439,17 +439,24 @@ def _run_as_pid(pid: int, command: list[str], tmp_path: Path) -> tuple[int, str,
 STORM_BUDGET = 5000
 """``--kernel-budget`` for the storm test: what the reader decodes in a second or two in the
 emulated guest (a few thousand kernel events a second), far below the storm's rate."""
+STORM_RATE = 20_000
+"""``getppid`` calls a second in the storm: 40,000 kernel events a second, 8 times the
+budget, and a rate whose events the emulated reader can pass over (it looks at each one's
+pid) without the buffer overflowing before the neighbour is left out. As fast as it can
+(about 200,000 a second there) the storm filled the buffer between two reads of a reader
+slowed by a loaded host, and a loss makes every span over it partial, the app's too."""
 
 
 def test_a_syscall_storm_is_left_out_and_counted_and_an_apps_spans_beside_it_stay_whole(
     tmp_path, syscall_counter
 ):
-    """A neighbour calls ``getppid`` as fast as it can: past its budget its events are
-    counted and it is left out of the kernel's events a while, so its spans are partial;
-    the app's spans beside it are whole and agree with the kernel's own accounting."""
+    """A neighbour calls ``getppid`` :data:`STORM_RATE` times a second: past its budget its
+    events are counted and it is left out of the kernel's events a while, so its spans are
+    partial; the app's spans beside it are whole and agree with the kernel's own
+    accounting."""
     reader, output = proc.reader(tmp_path, "--prefix", "*", "--kernel", "sched,syscalls",
                                  "--kernel-budget", str(STORM_BUDGET))  # fmt: skip
-    neighbour = _neighbour("storm", "-")
+    neighbour = _neighbour("storm", str(STORM_RATE))
     try:
         seen = _slowly(lambda: "storm" in _names(output), 120)
         assert seen, (_names(output), neighbour.poll(), proc.stop(reader))

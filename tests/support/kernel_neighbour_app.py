@@ -20,8 +20,9 @@ overlaps a loss is rightly partial.
 - ``steal PREFIX VICTIM_TID``: a span that sleeps 200 ms and names another process's
   thread as its ``linux.thread.id``.
 - ``spin PREFIX SECONDS``: a span, then on the CPU (the victim ``steal`` names): its tid.
-- ``storm PREFIX -``: a syscall storm (``getppid`` as fast as it can, on its main thread)
-  in spans ``storm`` of a second each, until SIGTERM: its pid, syscalls, spans.
+- ``storm PREFIX RATE``: a syscall storm (``getppid``, RATE a second, or as fast as it can
+  with ``-``, on its main thread) in spans ``storm`` of a second each, until SIGTERM: its
+  pid, syscalls, spans.
 """
 
 from __future__ import annotations
@@ -110,8 +111,9 @@ def spin(tracer: Tracer, seconds: float) -> dict[str, Any]:
     return {}
 
 
-def storm(tracer: Tracer) -> dict[str, Any]:
+def storm(tracer: Tracer, rate: float | None) -> dict[str, Any]:
     spans = syscalls = 0
+    began = time.monotonic()
     while not _stop.is_set():
         with tracer.start_as_current_span("storm"):
             deadline = time.monotonic() + 1.0
@@ -119,6 +121,8 @@ def storm(tracer: Tracer) -> dict[str, Any]:
                 for _ in range(1000):
                     os.getppid()
                 syscalls += 1000
+                if rate is not None:  # paced: the next thousand when they are due
+                    time.sleep(max(0.0, began + syscalls / rate - time.monotonic()))
         spans += 1
     return {"pid": os.getpid(), "syscalls": syscalls, "spans": spans, "ended_ns": time.time_ns()}
 
@@ -133,7 +137,7 @@ def main(mode: str, prefix: str, arg: str) -> dict[str, Any]:
         if mode == "steal":
             return steal(tracer, int(arg))
         if mode == "storm":
-            return storm(tracer)
+            return storm(tracer, None if arg == "-" else float(arg))
         return spin(tracer, float(arg))
     finally:
         provider.shutdown()
