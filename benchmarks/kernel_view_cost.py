@@ -307,6 +307,8 @@ def figures(result: dict[str, Any]) -> dict[str, dict[str, dict[str, float]]]:
     out: dict[str, dict[str, dict[str, float]]] = {}
     for mode in MODES:
         rounds = [r for r in result["rounds"] if r["mode"] == mode]
+        if not rounds:  # a run without the baseline's readers
+            continue
         rebuilt = sum(r["spans_rebuilt"] for r in rounds)
         out[mode] = {}
         for shape in SHAPES:
@@ -373,7 +375,8 @@ def report(result: dict[str, Any], machine: str) -> str:
                 f"({then:.1f} µs at {baseline}): ×{now / then:.2f} of the baseline's added cost"
             )
     probe = {mode: statistics.median(r["pread_us"] for r in result["rounds"] if r["mode"] == mode)
-             for mode in MODES if all("pread_us" in r for r in result["rounds"])}  # fmt: skip
+             for mode in MODES if mode in f
+             and all("pread_us" in r for r in result["rounds"])}  # fmt: skip
     if probe:
         lines.append(
             f"an os.pread alone in the app ({PROBE} per round, median of rounds): "
@@ -402,7 +405,7 @@ def report(result: dict[str, Any], machine: str) -> str:
         f"{mode}: {f[mode]['all'][key]} {key.replace('_', ' ')}"
         for mode in MODES
         for key in ("missing_blocks", "not_listened")
-        if f[mode]["all"][key]
+        if mode in f and f[mode]["all"][key]
     ]
     views: dict[str, int] = {}
     for r in result["rounds"]:

@@ -37,6 +37,16 @@ def test_figures_and_ratios_from_known_rounds() -> None:
     assert "plain: the app +100.0 µs per span (×1.50); the reader +500.0 µs CPU" in text
     assert "+2.00 µs per syscall traced" in text
     assert "problems: none" in text
+    assert "of the baseline's added cost" not in text  # no baseline's readers in this run
+
+
+def test_the_added_cost_against_the_baseline_in_the_same_run() -> None:
+    result = {"rounds": [_round("off", 100, 0.5, 0), _round("on", 150, 1.0, 14000),
+                         _round("base", 150, 1.5, 14000)],
+              "blocks": 2, "block": 500, "clocksource": ["tsc (0.001 µs)"] * 2}  # fmt: skip
+    text = bench.report(result, "test")
+    assert "plain: --kernel adds 500.0 µs of the reader's CPU per span (1000.0 µs at" in text
+    assert "×0.50 of the baseline's added cost" in text
 
 
 def test_the_output_is_counted_by_view_and_shape(tmp_path: Path) -> None:
