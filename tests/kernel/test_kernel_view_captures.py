@@ -139,7 +139,8 @@ def _capture(tmp_path, tracefs, tool: str, env: dict[str, str], events: list[str
     path = tmp_path / ("trace.dat" if tool == "trace-cmd" else "perf.data")
     selected = [part for event in events for part in ("-e", event.format(system=system))]
     if tool == "trace-cmd":
-        recording = proc.background(_tool(tool), "record", *selected, "-o", str(path))
+        recording = proc.background(_tool(tool), "record", "-C", "tai", *selected, "-o",
+                                    str(path))  # fmt: skip
         assert wait_until(lambda: _trace_cmd_recording(tracefs, system, name), 120)
     else:
         recording = proc.background(_tool(tool), "record", "-q", "-a", "-k", "mono",
@@ -174,10 +175,14 @@ and ``sched_stat_runtime`` of every task on the machine made most of a capture t
 def test_a_trace_cmd_capture_gives_each_span_the_live_figures(
     tmp_path, tracefs, kernel_has_multi_format
 ):
+    """``-C tai``: mapped exactly (to the whole second). With trace-cmd's default ``local``
+    clock the offset is estimated from the 7 spans' export delays; under CI's load the
+    estimate put the sleep's switch out before the span's start (voluntary 0, not 1), an
+    error the README gives as the estimate's bound."""
     env = {} if kernel_has_multi_format else SINGLE_FORMAT
     measured, dat, live, err = _capture(tmp_path, tracefs, "trace-cmd", env, TRACE_CMD_EVENTS)
     spans, decode_err = _decoded(dat, "--kernel", "sched,syscalls")
-    assert "trace clock local, estimated from" in decode_err, decode_err
+    assert "trace clock tai, whole seconds, from" in decode_err, decode_err
     _check(measured, _by_name(spans, measured), live)
 
 
