@@ -102,6 +102,18 @@ def _exporters() -> list[str]:
     return sorted(names - {"user_events"})
 
 
+def _add_kernel_wait_threshold(parser: argparse.ArgumentParser) -> None:
+    """``--kernel-wait-threshold``, the same for ``record`` and ``decode``."""
+    parser.add_argument(
+        "--kernel-wait-threshold",
+        type=float,
+        default=1.0,
+        metavar="MS",
+        help="with --kernel, a span event for each stretch off the CPU of at least MS "
+        "milliseconds (default 1)",
+    )
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="otel-userevents",
@@ -179,14 +191,7 @@ def parser() -> argparse.ArgumentParser:
         "name), e.g. --kernel sched,syscalls (not with --capture; in the host's pid namespace "
         "only; default: none)",
     )
-    rec.add_argument(
-        "--kernel-wait-threshold",
-        type=float,
-        default=1.0,
-        metavar="MS",
-        help="with --kernel, a span event for each stretch off the CPU of at least MS "
-        "milliseconds (default 1)",
-    )
+    _add_kernel_wait_threshold(rec)
     rec.add_argument(
         "--kernel-budget",
         type=_positive,
@@ -209,18 +214,11 @@ def parser() -> argparse.ArgumentParser:
         "--kernel",
         metavar="GROUPS",
         help="add to each span what its thread did in the kernel, as record --kernel does, "
-        "from the scheduler's and syscalls' events the capture holds (trace-cmd record -e "
-        "sched -e syscalls, perf record -e 'sched:*' -e 'syscalls:*'), e.g. --kernel "
-        "sched,syscalls (default: none)",
+        "from the scheduler's and syscalls' events the capture holds (trace-cmd record -C tai "
+        "-e sched -e syscalls, perf record -k mono -e sched:sched_switch ... -e 'syscalls:*'; "
+        "README has the lines), e.g. --kernel sched,syscalls (default: none)",
     )
-    dec.add_argument(
-        "--kernel-wait-threshold",
-        type=float,
-        default=1.0,
-        metavar="MS",
-        help="with --kernel, a span event for each stretch off the CPU of at least MS "
-        "milliseconds (default 1)",
-    )
+    _add_kernel_wait_threshold(dec)
     dec.add_argument(
         "--prefix",
         dest="prefixes",

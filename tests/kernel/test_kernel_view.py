@@ -32,7 +32,7 @@ import pytest
 from opentelemetry_exporter_userevents.reader.views.kernel_timeline import MAX_THREADS
 from tests.kernel.test_reader_workers import _workers
 from tests.support import reader_process as proc
-from tests.support.otlp import flatten
+from tests.support.otlp import attribute_value, flatten
 
 pytestmark = pytest.mark.kernel
 
@@ -51,17 +51,8 @@ def _switch_bound(gap_ns: int) -> int:
     return 2 + gap_ns // 500_000
 
 
-def _value(value: dict[str, Any]) -> Any:
-    kind, inner = next(iter(value.items()))
-    if kind == "intValue":
-        return int(inner)
-    if kind == "arrayValue":
-        return [_value(v) for v in inner.get("values", [])]
-    return inner
-
-
 def _attributes(items: list[dict[str, Any]]) -> dict[str, Any]:
-    return {a["key"]: _value(a["value"]) for a in items}
+    return {a["key"]: attribute_value(a["value"]) for a in items}
 
 
 @pytest.fixture

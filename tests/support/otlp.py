@@ -79,3 +79,13 @@ def of_traces(requests: list[dict[str, Any]], trace_ids: set[str]) -> list[dict[
         if resources:
             kept.append({resources_key: resources})
     return kept
+
+
+def attribute_value(value: dict[str, Any]) -> Any:
+    """An OTLP/JSON AnyValue as Python: ints parsed, arrays as lists, other kinds as given."""
+    kind, inner = next(iter(value.items()))
+    if kind == "intValue":
+        return int(inner)
+    if kind == "arrayValue":
+        return [attribute_value(v) for v in inner.get("values", [])]
+    return inner

@@ -38,6 +38,7 @@ from tests.reader.capture.test_capture import (
     _resource_payload,
 )
 from tests.support.captures import HEADER_EVENT, perf_data, tracing_data
+from tests.support.otlp import attribute_value
 from tests.support.pages import HEADER_PAGE, data_event, page, record
 from tests.support.span_fixtures import RESOURCE
 
@@ -111,18 +112,9 @@ def _decode(path: str, capsys) -> tuple[dict[str, Any], str]:
     requests = [line["resourceSpans"] for line in lines if "resourceSpans" in line]
     spans = [s for r in requests for rs in r for sc in rs["scopeSpans"] for s in sc["spans"]]
     assert len(spans) == 1, lines
-    got = {a["key"]: _value(a["value"]) for a in spans[0]["attributes"]}
+    got = {a["key"]: attribute_value(a["value"]) for a in spans[0]["attributes"]}
     got["off_cpu_at"] = [int(e["timeUnixNano"]) for e in spans[0].get("events", [])]
     return got, err
-
-
-def _value(value: dict[str, Any]) -> Any:
-    kind, inner = next(iter(value.items()))
-    if kind == "intValue":
-        return int(inner)
-    if kind == "arrayValue":
-        return [_value(v) for v in inner.get("values", [])]
-    return inner
 
 
 def test_a_span_gets_its_threads_figures_from_the_capture_on_the_spans_clock(tmp_path, capsys):
