@@ -66,6 +66,16 @@ class PageLayout:
             raise ValueError("header_page data offset outside the page")
         return cls(timestamp[0], commit[0], data[0], page_size)
 
+    def __reduce__(self) -> tuple[type[PageLayout], tuple[int, int, int, int]]:
+        """Pickled by its fields (for decoding workers): the compiled build's frozen class
+        refuses to be rebuilt attribute by attribute."""
+        return PageLayout, (
+            self.timestamp_offset,
+            self.commit_offset,
+            self.data_offset,
+            self.page_size,
+        )
+
 
 @dataclass
 class Page:

@@ -25,14 +25,12 @@ from typing import Any
 
 from opentelemetry.attributes import BoundedAttributes
 
+from opentelemetry_exporter_userevents.record.value_errors import UnsupportedValue
+
 __all__ = ["MAX_DEPTH", "UnsupportedValue", "decode", "encode", "encode_flat", "encode_str"]
 
 MAX_DEPTH = 64
 """How many containers (sequences, mappings) may be nested in one value."""
-
-
-class UnsupportedValue(TypeError):
-    """A value :func:`encode` cannot write: not an AnyValue, a non-str key, or too deep."""
 
 
 # Integers this large in magnitude are written in hex: 2**2048 has 617 decimal digits, fewer
@@ -68,7 +66,7 @@ def _c_dumps() -> Callable[[Any], str]:
             return "".join(chunks(value, 0))
 
         sample: dict[str, Any] = {
-            "a": [1, -2.5e300, True, None, 'é\x00"\ud800'],
+            "a": [1, -2.5e300, True, None, 'é\x00"' + chr(0xD800)],
             "b": {},
             "c": [{}, []],
         }
@@ -84,12 +82,13 @@ _dumps = _c_dumps()
 # Escaped as \uXXXX after json (which already escapes NUL and the other C0 controls):
 # surrogates, which UTF-8 cannot encode, and the C1 controls and U+2028/U+2029, which
 # terminals or str.splitlines() take as controls or line breaks.  All of them can only be
-# inside JSON strings, and \uXXXX decodes back to the same code point...
-_ESCAPE = re.compile("[\x80-\x9f\u2028\u2029\ud800-\udfff]")
+# inside JSON strings, and \uXXXX decodes back to the same code point... (The patterns are raw
+# strings, whose \u escapes re reads: the compiled build cannot hold a surrogate literal.)
+_ESCAPE = re.compile(r"[\x80-\x9f\u2028\u2029\ud800-\udfff]")
 # ...except a high surrogate followed by a low one, which JSON decodes as one astral
 # character: strings holding such a pair are written as {"~s": [parts]}, split between them.
-_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
-_PAIR_SPLIT = re.compile("(?<=[\ud800-\udbff])(?=[\udc00-\udfff])")
+_PAIR = re.compile(r"[\ud800-\udbff][\udc00-\udfff]")
+_PAIR_SPLIT = re.compile(r"(?<=[\ud800-\udbff])(?=[\udc00-\udfff])")
 
 
 def _escape_char(match: re.Match[str]) -> str:
@@ -141,7 +140,7 @@ def encode_flat(value: Mapping[str, Any]) -> str | None:
     return _encode_flat(value)  # type: ignore[arg-type]  # a dict now
 
 
-def encode_str(text: str) -> str | None:
+def encode_str(text: Any) -> str | None:
     """What :func:`encode` writes for the str ``text``; None when it needs :func:`encode`
     (not a str, or a surrogate pair that takes the ``~s`` form)."""
     if type(text) is not str:

@@ -19,11 +19,22 @@ def built(items: list[Any]) -> list[Any]:
     return list(objects)
 
 
-class SdkRebuilder(Rebuilder):
-    """A Rebuilder whose ``add`` and ``flush`` hand ReadableSpan and ReadableLogRecord."""
+class SdkRebuilder:
+    """A Rebuilder whose ``add`` and ``flush`` hand ReadableSpan and ReadableLogRecord.
+    It wraps one rather than inheriting: the compiled build's Rebuilder is a native class,
+    which an interpreted class cannot inherit from."""
 
-    def add(self, records: Any) -> list[Any]:  # type: ignore[override]
-        return built(super().add(records))
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.__dict__["rebuilder"] = Rebuilder(*args, **kwargs)
 
-    def flush(self) -> list[Any]:  # type: ignore[override]
-        return built(super().flush())
+    def add(self, records: Any) -> list[Any]:
+        return built(self.rebuilder.add(records))
+
+    def flush(self) -> list[Any]:
+        return built(self.rebuilder.flush())
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["rebuilder"], name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self.rebuilder, name, value)

@@ -118,7 +118,7 @@ class CheckedResource(NamedTuple):
 
 class CheckedExemplar(NamedTuple):
     attributes: Attributes
-    value: float
+    value: int | float
     time_ns: int
     span_id: int | None
     trace_id: int | None
@@ -136,13 +136,13 @@ class CheckedMetric(NamedTuple):
     time_ns: int
     attributes: Attributes
     exemplars: list[CheckedExemplar]
-    value: float
+    value: int | float
     """Sums and gauges: the value (int or float, exactly as written); histograms: 0."""
     measurements: int
     """Histograms: the point's count."""
-    sum: float
-    min: float
-    max: float
+    sum: int | float
+    min: int | float
+    max: int | float
     bounds: list[float]
     """Explicit histograms: the bucket bounds."""
     counts: list[int]

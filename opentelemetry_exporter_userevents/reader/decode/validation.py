@@ -151,7 +151,7 @@ def _count(value: Any, where: str) -> int:
     return _int(value, where, 0, _U64_MAX)
 
 
-def _number(value: Any, where: str) -> float:
+def _number(value: Any, where: str) -> int | float:
     """A JSON number (int or float, never a bool), as it came."""
     if type(value) is not int and type(value) is not float:
         raise InvalidRecord(f"{where}: not a number")
@@ -381,9 +381,11 @@ class RecordChecker:
         else:
             kind = _enum(values["kind"], range(1, 5), "metric.kind")
         flags = values["flags"]
-        value: float = 0
+        value: Any = 0  # an int or a float once checked; the record's, untrusted, until then
         measurements = 0
-        total = low = high = 0.0
+        total: int | float = 0.0
+        low: int | float = 0.0
+        high: int | float = 0.0
         bounds: list[float] = []
         counts: list[int] = []
         scale = zero_count = histogram_flags = 0
@@ -451,7 +453,7 @@ class RecordChecker:
         )
 
 
-def _bits(bits: int, flags: int, int_flag: int) -> float:
+def _bits(bits: int, flags: int, int_flag: int) -> int | float:
     return mv.bits_s64(bits) if flags & int_flag else mv.bits_double(bits)
 
 

@@ -30,7 +30,10 @@ A_AGAIN = Resource({"service.name": "a"})  # another object, the same value
 SCOPE = Rebuilder().scope("s", CheckedScope("lib", "1", None, {}))
 
 
-def _encode(name: str) -> str:
+def _encode(record: tuple[str]) -> str:
+    """The record's name; a name starting "bad" cannot be encoded. (Records here are
+    1-tuples: the compiled build checks that a joined record's ``checked`` is a tuple.)"""
+    (name,) = record
     if name.startswith("bad"):
         raise Unrepresentable(name)
     return name
@@ -38,11 +41,11 @@ def _encode(name: str) -> str:
 
 def test_groups_come_in_the_order_of_their_first_record_encoded():
     records = [
-        JoinedRecord("bad a", A, SCOPE),  # type: ignore[arg-type]
-        JoinedRecord("b1", B, SCOPE),  # type: ignore[arg-type]
-        JoinedRecord("a1", A_AGAIN, SCOPE),  # type: ignore[arg-type]
-        JoinedRecord("a2", A, None),  # type: ignore[arg-type]
-        JoinedRecord("b2", B, SCOPE),  # type: ignore[arg-type]
+        JoinedRecord(("bad a",), A, SCOPE),  # type: ignore[arg-type]
+        JoinedRecord(("b1",), B, SCOPE),  # type: ignore[arg-type]
+        JoinedRecord(("a1",), A_AGAIN, SCOPE),  # type: ignore[arg-type]
+        JoinedRecord(("a2",), A, None),  # type: ignore[arg-type]
+        JoinedRecord(("b2",), B, SCOPE),  # type: ignore[arg-type]
     ]
     groups, failed = grouped(records, _encode, repr, repr, EncodedCache[str]())
     assert failed == 1
@@ -57,7 +60,7 @@ def test_a_resource_that_cannot_be_encoded_fails_its_records_only():
             raise Unrepresentable("b")
         return "r"
 
-    records = [JoinedRecord(n, r, None) for n, r in (("1", A), ("2", B), ("3", A))]  # type: ignore[arg-type]
+    records = [JoinedRecord((n,), r, None) for n, r in (("1", A), ("2", B), ("3", A))]  # type: ignore[arg-type]
     groups, failed = grouped(records, _encode, resource, repr, EncodedCache[str]())
     assert failed == 1 and [s.items for s in groups[0].used] == [["1", "3"]]
 
