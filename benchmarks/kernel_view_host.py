@@ -18,6 +18,7 @@ and back every other span, and in ``5 preads`` five ``pread`` calls in the span.
 is the child's CPU time (``process_time``: its output's thread too) from the first read (as
 the test bed's figure, start-up left out) to the command's end, per span; rounds alternate
 trees and modes, and medians are compared.
+``--compiled-tree TREE`` adds the compiled build (docs/building.md) as a third tree.
 ``kernel_view_cost.py`` measures the same in the emulated test bed, where other guests on a
 shared host make single readers' CPU times vary twofold.
 """
@@ -206,7 +207,7 @@ def measure(trees: dict[str, Path], rounds: int, spans: int) -> dict[str, Any]:
     return {"|".join(run): values for run, values in cpu.items()}
 
 
-def report(result: dict[str, Any], baseline: str) -> str:
+def report(result: dict[str, Any], baseline: str, names: tuple[str, ...] = ("this tree",)) -> str:
     median = {tuple(key.split("|")): statistics.median(v) for key, v in result["cpu"].items()}
     lines = [
         f"record --kernel sched,syscalls on the host, this tree against {baseline}: reader "
@@ -216,15 +217,18 @@ def report(result: dict[str, Any], baseline: str) -> str:
     ]
     added: dict[tuple[str, str], float] = {}
     for shape in SHAPES:
-        for name in ("this tree", baseline):
+        for name in (*names, baseline):
             off, on = median[(name, "off", shape)], median[(name, "on", shape)]
             added[(shape, name)] = on - off
             lines.append(f"{shape:10} {name:10} {off:8.1f} {on:9.1f} {on - off:8.1f}")
     lines.append("")
     for shape in SHAPES:
-        now, then = added[(shape, "this tree")], added[(shape, baseline)]
-        lines.append(f"{shape}: --kernel adds {now:.1f} µs per span ({then:.1f} µs at "
-                     f"{baseline}): ×{now / then:.2f} of the baseline's added cost")  # fmt: skip
+        for name in names:
+            now, then = added[(shape, name)], added[(shape, baseline)]
+            lines.append(
+                f"{shape}, {name}: --kernel adds {now:.1f} µs per span ({then:.1f} µs at "
+                f"{baseline}): ×{now / then:.2f} of the baseline's added cost"
+            )
     return "\n".join(lines)
 
 
@@ -233,6 +237,9 @@ def main() -> int:
     parser.add_argument("--baseline", default="5e51342", help="a commit (default %(default)s)")
     parser.add_argument("--rounds", type=int, default=5, help="readers per tree, mode, shape")
     parser.add_argument("--spans", type=int, default=3000, help="spans per reader (3000)")
+    parser.add_argument(
+        "--compiled-tree", type=Path, metavar="TREE", help="also the compiled build in TREE"
+    )
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -243,8 +250,11 @@ def main() -> int:
     from benchmarks.reader_start import _tree  # noqa: PLC0415
 
     trees = {"this tree": ROOT, args.baseline: _tree(args.baseline)}
+    if args.compiled_tree:  # docs/building.md: the compiled wheel's modules in a copy
+        trees["compiled"] = args.compiled_tree.resolve()
     cpu = measure(trees, args.rounds, args.spans)
-    print(report({"cpu": cpu, "rounds": args.rounds, "spans": args.spans}, args.baseline))
+    names = tuple(name for name in trees if name != args.baseline)
+    print(report({"cpu": cpu, "rounds": args.rounds, "spans": args.spans}, args.baseline, names))
     return 0
 
 

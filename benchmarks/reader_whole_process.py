@@ -16,7 +16,10 @@ its yardstick, A B A B (a warm-up pair first), ``--runs`` pairs: wall clock from
 reaped, CPU (user + system) and peak resident size from ``wait4``. Medians; ratios are the
 median of the pairs' ratios, which holds when the host's speed drifts. ``--live RATE``
 also boots the test bed for the live reader at a paced rate (``--live-spans``). It prints
-each target of issue 34 as met, or missed by how much.
+each target of issue 34 as met, or missed by how much. ``--compiled-tree TREE`` adds the
+compiled build's ``decode`` from TREE (a checkout with the compiled wheel's extension
+modules beside the sources, as docs/building.md makes it) against the tool and against
+this tree's, in turn.
 """
 
 from __future__ import annotations
@@ -79,11 +82,12 @@ def capture(spans: int, cache: Path) -> Path:
     return directory
 
 
-def run(argv: list[str]) -> dict[str, float]:
-    """One whole process, output to /dev/null: wall s, CPU s, peak RSS MiB."""
+def run(argv: list[str], cwd: Path = ROOT) -> dict[str, float]:
+    """One whole process, output to /dev/null: wall s, CPU s, peak RSS MiB. Run in ``cwd``,
+    ``decode`` imports that tree's package (``-m`` puts it first on the path)."""
     started = time.perf_counter()
     process = subprocess.Popen(
-        argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT, env=ENV
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd, env=ENV
     )
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - started
@@ -92,11 +96,11 @@ def run(argv: list[str]) -> dict[str, float]:
     return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss": usage.ru_maxrss / 1024}
 
 
-def in_turn(a: list[str], b: list[str], runs: int) -> dict[str, Any]:
-    """A and B in turn, a warm-up pair first: each one's medians, and the medians of the
-    pairs' A/B ratios."""
-    run(a), run(b)
-    pairs = [(run(a), run(b)) for _ in range(runs)]
+def in_turn(a: list[str], b: list[str], runs: int, a_in: Path = ROOT) -> dict[str, Any]:
+    """A (run in ``a_in``) and B in turn, a warm-up pair first: each one's medians, and the
+    medians of the pairs' A/B ratios."""
+    run(a, a_in), run(b)
+    pairs = [(run(a, a_in), run(b)) for _ in range(runs)]
     figures: dict[str, Any] = {"runs": runs}
     for side, index in (("a", 0), ("b", 1)):
         for field in ("wall", "cpu", "rss"):
@@ -129,7 +133,7 @@ def counted(argv: list[str], pattern: str, stream: str) -> int:
     return int(found[1]) if found else 0
 
 
-def measure(directory: Path, runs: int, out: Path) -> dict[str, Any]:
+def measure(directory: Path, runs: int, out: Path, compiled: Path | None) -> dict[str, Any]:
     cap, data = directory / "cap.dat", directory / "perf.data"
     trace_cmd, perf = shutil.which("trace-cmd") or "trace-cmd", shutil.which("perf") or "perf"
     tools = {
@@ -149,6 +153,10 @@ def measure(directory: Path, runs: int, out: Path) -> dict[str, Any]:
             row["spans"] = counted(decode, r"(\d+) spans and \d+ logs rebuilt", "stderr")
             print(f"{name}: decode --workers {workers} vs the tool...", file=sys.stderr)
             row[f"workers_{workers}"] = in_turn(decode, tool, runs)
+            if compiled is not None and workers == 1:
+                print(f"{name}: the compiled build's decode vs the tool, vs pure", file=sys.stderr)
+                row["compiled_vs_tool"] = in_turn(decode, tool, runs, compiled)
+                row["compiled_vs_pure"] = in_turn(decode, decode, runs, compiled)
         figures[name] = row
     out.unlink(missing_ok=True)
     return figures
@@ -169,13 +177,22 @@ def report(figures: dict[str, Any]) -> list[str]:
         lines.append(f"  {name:<22} wall {tool['b_wall']:6.2f} s  CPU {tool['b_cpu']:6.2f} s  "
                      f"peak {tool['b_rss']:5.0f} MiB  {row['tool_records'] / tool['b_cpu']:9,.0f} "
                      f"records/CPU-s")  # fmt: skip
-        for workers in (1, 2):
-            f = row[f"workers_{workers}"]
+        for workers in (1, 2, "compiled"):
+            f = row.get(f"workers_{workers}") or row.get("compiled_vs_tool")
+            if f is None:
+                continue
+            label = f"--workers {workers}" if workers != "compiled" else "compiled, 1 worker"
             lines.append(
-                f"  decode --workers {workers}      wall {f['a_wall']:6.2f} s  CPU "
+                f"  decode {label:<18} wall {f['a_wall']:6.2f} s  CPU "
                 f"{f['a_cpu']:6.2f} s  peak {f['a_rss']:5.0f} MiB  {spans / f['a_cpu']:9,.0f} "
                 f"spans/CPU-s  {spans / f['a_wall']:9,.0f} spans/s  = {f['wall_ratio']:.2f}x "
                 f"the tool's wall, {f['cpu_ratio']:.2f}x its CPU (median of {f['runs']} pairs)"
+            )
+        both = row.get("compiled_vs_pure")
+        if both:
+            lines.append(
+                f"  compiled build / pure build, decode --workers 1: CPU {both['cpu_ratio']:.2f}x, "
+                f"wall {both['wall_ratio']:.2f}x (median of {both['runs']} pairs in turn)"
             )
     return lines
 
@@ -197,7 +214,14 @@ def targets(figures: dict[str, Any]) -> list[str]:
         return ["targets: not measured (no trace-cmd)"]
     one, two = row["workers_1"], row["workers_2"]
     cpus = len(os.sched_getaffinity(0))
-    return [
+    compiled = row.get("compiled_vs_tool")
+    built = [] if compiled is None else [
+        _verdict("compiled build: decode CPU / trace-cmd report CPU", compiled["cpu_ratio"], 2,
+                 False),
+        _verdict("compiled build: spans per CPU-second, one worker",
+                 row["spans"] / compiled["a_cpu"], 40000, True),
+    ]  # fmt: skip
+    return [*built,
         _verdict("decode CPU / trace-cmd report CPU, whole processes", one["cpu_ratio"], 2, False),
         _verdict("spans per CPU-second, decode --workers 1 end to end", row["spans"] / one["a_cpu"],
                  40000, True),  # fmt: skip
@@ -229,11 +253,14 @@ def main() -> int:
     parser.add_argument("--live", type=float, metavar="RATE", help="also: live at RATE spans/s")
     parser.add_argument("--live-spans", type=int, default=6000)
     parser.add_argument("--json", type=Path, help="write every figure here")
+    parser.add_argument(
+        "--compiled-tree", type=Path, metavar="TREE", help="also the compiled build's decode"
+    )
     options = parser.parse_args()
     directory = capture(options.spans, options.cache)
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     print(f"host load before: {load}", file=sys.stderr)
-    figures = measure(directory, options.runs, options.cache / "out.jsonl")
+    figures = measure(directory, options.runs, options.cache / "out.jsonl", options.compiled_tree)
     lines = [*report(figures), *targets(figures)]
     if options.live:
         live = in_guest("live", [str(options.live_spans), str(options.live)], [],

@@ -17,7 +17,7 @@ def test_ratios_are_the_median_of_the_pairs_not_of_the_medians(monkeypatch) -> N
     # A's times drift with the machine; B's drift the same way: pair by pair, A is 2x B.
     times = iter([1.0, 1.0] + [t for s in (1, 5, 9) for t in (2.0 * s, 1.0 * s)])
 
-    def run(argv: list[str]) -> dict[str, float]:
+    def run(argv: list[str], cwd: object = None) -> dict[str, float]:
         wall = next(times)
         return {"wall": wall, "cpu": wall, "rss": 10.0}
 

@@ -7,6 +7,8 @@ CI runs the host tests in both builds, and each image's kernel tests half in eac
 
 from __future__ import annotations
 
+import re
+
 from tests.support.builds import (
     PACKAGE,
     ROOT,
@@ -42,3 +44,14 @@ def test_this_session_imports_the_build_it_says_it_tests():
         f"a {expected_build()} session imported these from the other build (stale "
         "extension modules beside the sources? delete the *.so files)"
     )
+
+
+def test_a_releases_wheels_are_built_with_the_hook_on_for_both_architectures():
+    """docs/building.md: cibuildwheel turns the hook on, builds x86_64 and aarch64, and
+    checks each wheel with a script that exists."""
+    text = (ROOT / "pyproject.toml").read_text()
+    table = text.split("[tool.cibuildwheel]\n", 1)[1].split("\n[tool.pytest", 1)[0]
+    assert 'environment = { HATCH_BUILD_HOOK_ENABLE_MYPYC = "true" }' in table
+    assert 'archs = ["x86_64", "aarch64"]' in table
+    script = re.search(r'test-command = "python \{project\}/(\S+)"', table)
+    assert script and (ROOT / script[1]).is_file()
