@@ -30,7 +30,6 @@ and decode: past its budget it is left out a while (:mod:`.kernel_pauses`).
 from __future__ import annotations
 
 import os
-import struct
 import threading
 import time
 from bisect import bisect_right
@@ -53,6 +52,7 @@ from opentelemetry_exporter_userevents.abi.sched import (
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs, TracefsError
 from opentelemetry_exporter_userevents.reader.live.cpu_pipes import CpuPipes
 from opentelemetry_exporter_userevents.reader.live.tracefs_instance import TracefsInstance
+from opentelemetry_exporter_userevents.reader.views import kernel_feed
 from opentelemetry_exporter_userevents.reader.views.kernel_decoders import (
     ENTER,
     EXIT,
@@ -408,44 +408,18 @@ class KernelEvents:
         self.tracefs.set_notrace_pids(self.tracefs_instance.name, tids)
 
     def feed(self, records: list[tuple[int, memoryview]]) -> int:
-        """Decode (trace-clock time, record) pairs into the timeline, in time order;
-        count what does not decode. Any bytes are safe here: the record decides nothing
-        but which thread's timeline gets which event. One pass, a dictionary lookup and
-        one unpacking per record (:mod:`.kernel_decoders`): the loop runs per event."""
-        timeline = self.timeline
-        decoder_of = self._decoders.get
-        offset = self._offset
-        enter, leave, switch = timeline.syscall_enter, timeline.syscall_exit, timeline.switch
-        count = undecodable = 0
-        for stamp, record in records:
-            size = len(record)
-            decoder = decoder_of(record[0] | (record[1] << 8)) if size >= 8 else None
-            if decoder is None or size < decoder[1]:
-                undecodable += 1
-                continue
-            count += 1
-            kind = decoder[0]
-            if kind == ENTER:
-                enter(stamp - offset, _COMMON_PID(record, 4)[0], decoder[2])
-            elif kind == EXIT:
-                leave(stamp - offset, _COMMON_PID(record, 4)[0])
-            elif kind == SWITCH:
-                prev, state, nxt = decoder[2](record)
-                switch(stamp - offset, prev, state, nxt)
-            elif kind == WAKEUP:
-                timeline.wakeup(stamp - offset, decoder[2](record)[0], _COMMON_PID(record, 4)[0])
-            elif kind == FORK:  # a listed thread started a thread or a child, listed too
-                parent, child = decoder[2](record)
-                timeline.fork(stamp - offset, parent, child)
-            else:  # gone: a thread exited (the kernel unlists it); a leader, its process
-                (tid,) = decoder[2](record)
-                process = timeline.exit(stamp - offset, tid)
-                if process is not None and process.pid == tid:
-                    with self._listing:
-                        self.processes.exited(process)
+        """Decode (trace-clock time, record) pairs into the timeline, in time order
+        (:func:`.kernel_feed.feed`); count what does not decode."""
+        count, undecodable = kernel_feed.feed(
+            records, self._decoders, self._offset, self.timeline, self._leader_exited
+        )
         self.stats.records += count
         self.stats.undecodable += undecodable
         return count
+
+    def _leader_exited(self, process: ProcessKey) -> None:
+        with self._listing:
+            self.processes.exited(process)
 
     def _read_records(self) -> list[tuple[int, memoryview]]:
         records: list[tuple[int, memoryview]] = []
@@ -471,9 +445,6 @@ class KernelEvents:
         self.losses.append(interval)
         if len(self.losses) > MAX_LOSS_TIMES:
             del self.losses[: MAX_LOSS_TIMES // 2]
-
-
-_COMMON_PID = struct.Struct("<i").unpack_from
 
 
 def _STAMP(item: tuple[int, memoryview]) -> int:  # noqa: N802 - a sort key

@@ -459,14 +459,14 @@ def test_threads_announced_just_before_a_read_get_its_events(monkeypatch):
     dropped as an unwatched thread's (a CI run saw a 200-ms span all ``unknown``)."""
     _listing(monkeypatch, {APP.pid: APP})
     events = _events()
-    next_read = events.timeline.next_read
 
-    def announced_meanwhile(now: int) -> None:
-        events.watch_announced({APP.pid})  # as the announcements' thread would, just now
-        next_read(now)
+    def read_begins(clock_id: int) -> int:
+        """The read's start on the trace clock, as an app is announced just then (by the
+        announcements' thread)."""
+        events.watch_announced({APP.pid})
+        return 2**62
 
-    monkeypatch.setattr(events.timeline, "next_read", announced_meanwhile)
-    monkeypatch.setattr(time, "clock_gettime_ns", lambda clock_id: 2**62)  # the read began
+    monkeypatch.setattr(time, "clock_gettime_ns", read_begins)
     monkeypatch.setattr(
         events, "_read_records", lambda: [(time.time_ns(), _switch(1, 0x1, APP.pid))]
     )
