@@ -245,6 +245,45 @@ def live_report(result: dict[str, Any]) -> list[str]:
     return [line + f" record/trace-cmd record CPU {ratio:.0f}x"]
 
 
+def plot(figures: dict[str, Any], path: Path) -> bool:
+    """CPU seconds of each command over the same records, the tool's beside decode's in each
+    build, with the 2x target; False without matplotlib."""
+    try:
+        import matplotlib  # noqa: PLC0415 - optional (the bench extra)
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt  # noqa: PLC0415
+    except ImportError:
+        return False
+    tools = [name for name in ("trace-cmd report", "perf script") if name in figures]
+    figure, axes = plt.subplots(1, len(tools), figsize=(7 * len(tools), 4), squeeze=False,
+                                constrained_layout=True)  # fmt: skip
+    for ax, name in zip(axes[0], tools, strict=True):
+        row = figures[name]
+        bars = [(name, row["workers_1"]["b_cpu"], "#9a9a9a")]
+        bars += [(f"decode --workers {n}", row[f"workers_{n}"]["a_cpu"], "#c44e52")
+                 for n in (1, 2)]  # fmt: skip
+        if "compiled_vs_tool" in row:
+            bars.append(
+                ("decode --workers 1, compiled", row["compiled_vs_tool"]["a_cpu"], "#4c72b0")
+            )
+        tool_cpu = bars[0][1]
+        ys = range(len(bars))
+        ax.barh(list(ys), [b[1] for b in bars], color=[b[2] for b in bars])
+        for y, (_, cpu, _) in zip(ys, bars, strict=True):
+            ax.text(cpu, y, f" {cpu:.2f} s ({cpu / tool_cpu:.1f}x)", va="center", fontsize=8)
+        ax.axvline(2 * tool_cpu, color="#4c72b0", linestyle="--", linewidth=0.8)
+        ax.set_yticks(list(ys), [b[0] for b in bars])
+        ax.invert_yaxis()
+        ax.margins(x=0.25)
+        ax.set_title(f"{row['spans']:,} spans, CPU seconds (target: 2x {name}, dashed)",
+                     fontsize=10)  # fmt: skip
+    figure.suptitle("otel-userevents decode as a whole process, beside the tools' own readers")
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return True
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spans", type=int, default=100000)
@@ -256,7 +295,15 @@ def main() -> int:
     parser.add_argument(
         "--compiled-tree", type=Path, metavar="TREE", help="also the compiled build's decode"
     )
+    parser.add_argument("--plot", type=Path, help="draw the CPU of each command here (PNG)")
+    parser.add_argument("--report", type=Path, metavar="JSON", help="print a --json run again")
     options = parser.parse_args()
+    if options.report:
+        figures = json.loads(options.report.read_text())
+        print("\n".join([*report(figures), *targets(figures)]))
+        if options.plot and not plot(figures, options.plot):
+            print("reader_whole_process: no plot (pip install -e '.[bench]')", file=sys.stderr)
+        return 0
     directory = capture(options.spans, options.cache)
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     print(f"host load before: {load}", file=sys.stderr)
@@ -269,6 +316,8 @@ def main() -> int:
         lines += live_report(live)
     if options.json:
         options.json.write_text(json.dumps(figures, indent=2))
+    if options.plot and not plot(figures, options.plot):
+        print("reader_whole_process: no plot (pip install -e '.[bench]')", file=sys.stderr)
     print("\n".join(lines))
     return 0
 

@@ -46,3 +46,14 @@ def test_each_target_is_met_or_missed_by_a_ratio() -> None:
 
 def test_without_trace_cmd_the_targets_say_not_measured() -> None:
     assert "not measured" in bench.targets({})[0]
+
+
+def test_the_plot_draws_each_tool_beside_decode_in_both_builds(tmp_path) -> None:
+    pytest.importorskip("matplotlib")
+    figures = _figures(7.0, 45_000, 1.2)
+    row = figures["trace-cmd report"]
+    row["workers_1"].update(b_cpu=0.3, a_cpu=2.2)
+    row["workers_2"]["a_cpu"] = 2.8
+    row["compiled_vs_tool"] = {"a_cpu": 1.9}
+    assert bench.plot(figures, tmp_path / "p.png")
+    assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
