@@ -55,7 +55,10 @@ from opentelemetry_exporter_userevents.reader.views.kernel_events import (
     KernelEvents,
     parse_groups,
 )
-from opentelemetry_exporter_userevents.reader.views.kernel_processes import ProcessKey
+from opentelemetry_exporter_userevents.reader.views.kernel_processes import (
+    ListedProcesses,
+    ProcessKey,
+)
 from opentelemetry_exporter_userevents.reader.views.kernel_view import (
     KernelView,
     kernel_clock_line,
@@ -66,6 +69,8 @@ __all__ = ["KernelCapture", "kernel_notes", "kernel_parts", "kernel_view_of"]
 _PID = struct.Struct("<i").unpack_from
 
 SPAN = "span"
+NEW_LISTINGS = 1024
+"""Processes listed whose threads are not marked yet, kept at most."""
 TIDS_PER_MARK = 256
 """Thread ids in one watch mark (``trace_marker`` takes a few KiB a write); a listing of
 more threads writes more marks."""
@@ -217,13 +222,20 @@ class KernelCapture:
 
 
 class MarkingKernelEvents(KernelEvents):
-    """The kernel view's instance for a capture: each listing of threads is followed by a
-    watch mark in its buffer (``trace_marker``: :data:`.WATCH_MARK` and the tids), whose
-    time is when the file begins to hold their events (the kernel's own clock; events of
-    theirs between the listing and the mark are before it, and left out by ``decode``)."""
+    """The kernel view's instance for a capture: each listing of a new process's threads is
+    followed by a watch mark in its buffer (``trace_marker``: :data:`.WATCH_MARK` and the
+    tids), whose time is when the file begins to hold their events (the kernel's own clock;
+    events of theirs between the listing and the mark are before it, and left out by
+    ``decode``). A thread of a process listed before is not marked again: its events are
+    in the file since its process's mark or its fork (a mark after its exit would read as
+    a new thread of that tid)."""
 
     unmarked = 0
     """Threads listed whose mark could not be written (counted, said at the end)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.processes = self.new_processes = _NewListings()
 
     def start(self) -> None:
         super().start()
@@ -237,7 +249,10 @@ class MarkingKernelEvents(KernelEvents):
 
     def _list(self, tids: Iterable[int]) -> list[tuple[int, int, ProcessKey]]:
         watched = super()._list(tids)
-        listed = [tid for tid, _since, _key in watched]
+        new = self.new_processes.new
+        listed = [tid for tid, _since, key in watched if key in new]
+        for _tid, _since, key in watched:
+            new.pop(key, None)
         for at in range(0, len(listed), TIDS_PER_MARK):
             text = " ".join(map(str, listed[at : at + TIDS_PER_MARK]))
             try:
@@ -245,3 +260,19 @@ class MarkingKernelEvents(KernelEvents):
             except OSError:  # not marked: decode gives its spans no kernel view
                 self.unmarked += len(listed[at : at + TIDS_PER_MARK])
         return watched
+
+
+class _NewListings(ListedProcesses):
+    """The processes listed so far, and those just added, until their threads are marked
+    (at most :data:`NEW_LISTINGS`: a process whose threads all exited before the listing
+    is never marked, and the oldest such is forgotten)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.new: dict[ProcessKey, None] = {}
+
+    def add(self, key: ProcessKey) -> None:
+        super().add(key)
+        self.new[key] = None
+        if len(self.new) > NEW_LISTINGS:
+            del self.new[next(iter(self.new))]

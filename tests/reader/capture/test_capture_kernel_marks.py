@@ -8,12 +8,16 @@ with the kernel's events before the listing missing from its figures."""
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 
 from opentelemetry_exporter_userevents.abi.format import parse_format
+from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
 from opentelemetry_exporter_userevents.reader.capture import TraceDatWriter
+from opentelemetry_exporter_userevents.reader.commands.capture_kernel import MarkingKernelEvents
 from opentelemetry_exporter_userevents.reader.views.kernel_capture import MARK_TIDS, WATCH_MARK
+from opentelemetry_exporter_userevents.reader.views.kernel_processes import ProcessKey
 from tests.reader.capture.test_capture import FORMATS, RESOURCE_ID, _resource_payload
 from tests.reader.capture.test_capture_kernel import (
     BUFFER,
@@ -27,6 +31,7 @@ from tests.reader.capture.test_capture_kernel import (
     _kernel_formats,
     _span_record,
 )
+from tests.reader.views.test_kernel_view_bounds import _listing, _Tracefs
 from tests.support.captures import HEADER_EVENT
 from tests.support.pages import HEADER_PAGE, data_event, page, record
 
@@ -108,3 +113,27 @@ def test_a_mark_is_read_for_at_most_mark_tids_threads_and_hostile_ones_are_skipp
     within = WATCH_MARK + b"x -3 99999999999999 \xff " + str(T).encode()
     got, err = _decode(_capture(again, S - MS // 2, _mark(text=within)), capsys)
     assert got["linux.kernel.view"] == "whole", (got, err)
+
+
+def test_the_reader_marks_each_new_process_once_not_a_later_thread_of_a_listed_one(
+    monkeypatch,
+):
+    """A thread started after its process was listed (its span's record read later) is in
+    the file since its fork: a second mark would, after its exit, read as a new thread."""
+    key = ProcessKey(100, 1)
+    _listing(monkeypatch, {100: key, 101: key, 200: ProcessKey(200, 1)})
+    tracefs = _Tracefs()
+    events = MarkingKernelEvents(tracefs, PageLayout())  # type: ignore[arg-type]
+    events._learn_formats()
+    read, events._marks = os.pipe()
+    try:
+        events.watch([100])
+        events.watch([101])  # listed already, as a thread of 100
+        events.watch([200])
+        os.close(events._marks)
+        marks = os.read(read, 1 << 16)
+    finally:
+        os.close(read)
+    assert tracefs.listed == [[100], [200]]
+    assert marks == WATCH_MARK + b"100" + WATCH_MARK + b"200"
+    assert events.unmarked == 0
