@@ -110,6 +110,9 @@ def kernel_view_of(
     groups = ", ".join(events.groups)
     err.write(f"otel-userevents: kernel view ({groups}) from the capture: "
               f"{printable(clock_line(clock))}\n")  # fmt: skip
+    if raw.buffers:  # the notes say decode reads none of them: for our records
+        err.write("otel-userevents: kernel view: the kernel's events of trace-cmd instance "
+                  f"buffers {printable(', '.join(raw.buffers))} read too\n")  # fmt: skip
     view = KernelView(events, int(args.kernel_wait_threshold * 1_000_000))
 
     def run(rebuilder: Rebuilder, output: Output) -> None:
