@@ -15,7 +15,10 @@ from pathlib import Path
 from opentelemetry_exporter_userevents.abi.format import parse_format
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
 from opentelemetry_exporter_userevents.reader.capture import TraceDatWriter
-from opentelemetry_exporter_userevents.reader.commands.capture_kernel import MarkingKernelEvents
+from opentelemetry_exporter_userevents.reader.commands.capture_kernel import (
+    NEW_LISTINGS,
+    MarkingKernelEvents,
+)
 from opentelemetry_exporter_userevents.reader.views.kernel_capture import MARK_TIDS, WATCH_MARK
 from opentelemetry_exporter_userevents.reader.views.kernel_processes import ProcessKey
 from tests.reader.capture.test_capture import FORMATS, RESOURCE_ID, _resource_payload
@@ -137,3 +140,11 @@ def test_the_reader_marks_each_new_process_once_not_a_later_thread_of_a_listed_o
     assert tracefs.listed == [[100], [200]]
     assert marks == WATCH_MARK + b"100" + WATCH_MARK + b"200"
     assert events.unmarked == 0
+
+
+def test_processes_listed_and_not_yet_marked_are_bounded():
+    events = MarkingKernelEvents(_Tracefs(), PageLayout())  # type: ignore[arg-type]
+    for pid in range(1, NEW_LISTINGS + 100):
+        events.new_processes.add(ProcessKey(pid, 1))  # listed, never marked (threads gone)
+    assert len(events.new_processes.new) == NEW_LISTINGS
+    assert ProcessKey(NEW_LISTINGS + 99, 1) in events.new_processes.new  # the oldest went
