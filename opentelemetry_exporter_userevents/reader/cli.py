@@ -188,8 +188,8 @@ def parser() -> argparse.ArgumentParser:
         help="also read the kernel's own events for the processes that write our records "
         "and add to each span what its thread did while it ran: 'sched' (on-CPU and "
         "off-CPU time by why, context switches, waits) and 'syscalls' (count and time by "
-        "name), e.g. --kernel sched,syscalls (not with --capture; in the host's pid namespace "
-        "only; default: none)",
+        "name), e.g. --kernel sched,syscalls (with --capture, kept in the file for decode "
+        "--kernel; in the host's pid namespace only; default: none)",
     )
     _add_kernel_wait_threshold(rec)
     rec.add_argument(

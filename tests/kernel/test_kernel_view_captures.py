@@ -42,6 +42,8 @@ from tests.support.kernel_support import wait_until
 pytestmark = pytest.mark.kernel
 
 PREFIX = "kview"
+PATIENT = {"OTEL_EXPORTER_USER_EVENTS_ANNOUNCE_TIMEOUT": "60000"}
+"""The work app waits for the reader's answer to its announcement (its default is 2 s)."""
 PERF_SETTLE_S = 5
 """perf opens its events (which the status file shows) before it enables them all: as the
 short job's ``--settle`` (tests/kernel/test_captures.py), a wait before the app starts."""
@@ -210,3 +212,50 @@ def test_a_capture_without_syscalls_gives_partial_spans_said_once(
     assert got["linux.sched.off_cpu_ns"] > 0, got  # the scheduler's part is still there
     said = [line for line in err.splitlines() if "no syscalls events in the capture" in line]
     assert len(said) == 1, err
+
+
+def test_record_capture_kernel_keeps_both_instances_that_decode_and_trace_cmd_read(
+    tmp_path, kernel_has_multi_format
+):
+    """``record --capture --kernel``: the reader's instance and the kernel view's in one
+    trace.dat, which ``decode --kernel`` turns into the kernel's own accounting (the live
+    test's bounds) and ``trace-cmd report`` reads, the kernel view's instance buffer and
+    its watch marks included (the file says since when it holds each thread's events).
+
+    The app waits up to 60 s for the reader's answer to its announcement (``_PATIENT`` in
+    the live test): past its default 2 s, on a loaded host, its first spans would begin
+    before it was listed, which decode now calls ``partial`` (a host test shows it)."""
+    capture = tmp_path / "capture.dat"
+    reader, _ = proc.reader(tmp_path, "--prefix", "*", "--kernel", "sched,syscalls",
+                            "--capture", str(capture))  # fmt: skip
+    measured = _work_app(PATIENT, str(READS))
+    err = proc.stop(reader)
+    assert "16 of 16 clock checks within" in err, err
+    assert f"captured to {capture} (trace.dat v6)" in err and "lost 0" in err, err
+    assert "in buffer otel-userevents-kernel, lost 0" in err, err
+
+    spans, decode_err = _decoded(capture, "--kernel", "sched,syscalls")
+    assert "trace clock tai, whole seconds, from" in decode_err, decode_err
+    decoded = _by_name(spans, measured)
+    assert set(decoded) == set(NAMES), sorted(decoded)
+    for name in NAMES:
+        _check_against_the_kernels_accounting(name, decoded[name], measured[name])
+    reads = _attributes(decoded["reads"]["attributes"])
+    top = dict(zip(reads["linux.syscall.top.name"], reads["linux.syscall.top.count"], strict=True))
+    assert top.get("pread64") == READS, top
+
+    report = subprocess.run(
+        [_tool("trace-cmd"), "report", "-i", str(capture)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr[-3000:]
+    lines = report.stdout.splitlines()
+    pid = str(measured["reads"]["tid"])
+    kernel = [line for line in lines if line.startswith("otel-userevents-kernel:")]
+    assert sum("sys_enter_pread64" in line and pid in line for line in kernel) >= READS
+    assert any("sched_switch" in line for line in kernel)
+    marks = [line.split("otel-userevents watch ", 1)[1].split() for line in kernel
+             if "otel-userevents watch " in line]  # fmt: skip
+    assert any(str(measured["pid"]) in tids for tids in marks), marks
+    if not kernel_has_multi_format:  # libtraceevent cannot parse multi-format names
+        assert any(f"{PREFIX}_span" in line for line in lines), report.stdout[-3000:]

@@ -73,6 +73,8 @@ class RawCapture:
     lost: int = 0
     """Records the kernel lost, as far as the file counts them (a page that says only
     "missed" counts 1)."""
+    buffers: list[str] = field(default_factory=list)
+    """The trace.dat instance buffers streamed beside the top one (those on its clock)."""
 
     def note_loss(self, start: int, end: int, count: int) -> None:
         self.lost += count
@@ -94,6 +96,7 @@ def trace_dat_raw(dat: TraceDat, layout: PageLayout) -> RawCapture:
     buffers = [dat, *(b for b in dat.instances if b.clock == dat.clock)]
     missing = [_label(b, cpu) for b in buffers for cpu in b.missing_cpus]
     capture = RawCapture(dat.clock, None, lambda stats: iter(()), missing_cpus=missing)
+    capture.buffers = [buffer.name for buffer in buffers[1:]]
 
     def cpus(stats: DecoderStats) -> list[Iterator[RawEvent]]:
         capture.reset()

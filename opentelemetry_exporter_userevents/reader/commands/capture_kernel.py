@@ -14,13 +14,16 @@ behind the other (so a span is summed once every kernel record before its own is
 from __future__ import annotations
 
 import argparse
+import os
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TextIO
 
 from opentelemetry_exporter_userevents.abi.format import parse_format
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageError, parse_page
 from opentelemetry_exporter_userevents.abi.sched import (
+    FTRACE_PRINT,
+    FTRACE_SYSTEM,
     SCHED_SWITCH,
     SCHED_SYSTEM,
     SCHED_WAKEUP,
@@ -36,7 +39,10 @@ from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.reader.live.trace_reader import TraceReader
 from opentelemetry_exporter_userevents.reader.outputs.output import Output
 from opentelemetry_exporter_userevents.reader.terminal_text import printable
-from opentelemetry_exporter_userevents.reader.views.kernel_capture import CaptureKernelEvents
+from opentelemetry_exporter_userevents.reader.views.kernel_capture import (
+    WATCH_MARK,
+    CaptureKernelEvents,
+)
 from opentelemetry_exporter_userevents.reader.views.kernel_capture_clock import (
     ClockEstimate,
     clock_line,
@@ -49,6 +55,10 @@ from opentelemetry_exporter_userevents.reader.views.kernel_events import (
     KernelEvents,
     parse_groups,
 )
+from opentelemetry_exporter_userevents.reader.views.kernel_processes import (
+    ListedProcesses,
+    ProcessKey,
+)
 from opentelemetry_exporter_userevents.reader.views.kernel_view import (
     KernelView,
     kernel_clock_line,
@@ -59,6 +69,11 @@ __all__ = ["KernelCapture", "kernel_notes", "kernel_parts", "kernel_view_of"]
 _PID = struct.Struct("<i").unpack_from
 
 SPAN = "span"
+NEW_LISTINGS = 1024
+"""Processes listed whose threads are not marked yet, kept at most."""
+TIDS_PER_MARK = 256
+"""Thread ids in one watch mark (``trace_marker`` takes a few KiB a write); a listing of
+more threads writes more marks."""
 
 
 def kernel_view_of(
@@ -95,6 +110,9 @@ def kernel_view_of(
     groups = ", ".join(events.groups)
     err.write(f"otel-userevents: kernel view ({groups}) from the capture: "
               f"{printable(clock_line(clock))}\n")  # fmt: skip
+    if raw.buffers:  # the notes say decode reads none of them: for our records
+        err.write("otel-userevents: kernel view: the kernel's events of trace-cmd instance "
+                  f"buffers {printable(', '.join(raw.buffers))} read too\n")  # fmt: skip
     view = KernelView(events, int(args.kernel_wait_threshold * 1_000_000))
 
     def run(rebuilder: Rebuilder, output: Output) -> None:
@@ -138,13 +156,15 @@ class KernelCapture:
     view's, ``tai``, before anything is enabled; ``decode`` maps it to the spans' clock to
     the whole second. The writers are listed as live (``set_event_pid``): each process
     whose records a page holds (each page's ``common_pid``s, read without decoding) and
-    each that announces itself."""
+    each that announces itself; once listed, their threads are marked in the buffer
+    (:class:`MarkingKernelEvents`), so that ``decode`` knows since when the file holds
+    each thread's events, as the live view knows since when it watches it."""
 
     BUFFER = "otel-userevents-kernel"
 
     def __init__(self, args: argparse.Namespace, reader: TraceReader, tracefs: Tracefs) -> None:
         groups = parse_groups(args.kernel)
-        self.events = KernelEvents(tracefs, reader.decoder.layout, groups)
+        self.events = MarkingKernelEvents(tracefs, reader.decoder.layout, groups)
         self.reader, self.tracefs = reader, tracefs
         self.clock = reader.trace_clock = CLOCK
         self.pages = 0
@@ -177,7 +197,8 @@ class KernelCapture:
     def formats(self) -> list[tuple[str, str]]:
         """The format files of the events the kernel view's instance enables."""
         tracefs, groups = self.tracefs, self.events.groups
-        names = [(SCHED_SYSTEM, SCHED_PROCESS_FORK), (SCHED_SYSTEM, SCHED_PROCESS_EXIT)]
+        names = [(SCHED_SYSTEM, SCHED_PROCESS_FORK), (SCHED_SYSTEM, SCHED_PROCESS_EXIT),
+                 (FTRACE_SYSTEM, FTRACE_PRINT)]  # fmt: skip
         if "sched" in groups:
             names += [(SCHED_SYSTEM, e) for e in (SCHED_SWITCH, SCHED_WAKEUP, SCHED_WAKEUP_NEW)]
         if "syscalls" in groups:
@@ -194,8 +215,67 @@ class KernelCapture:
         self.events.close()
 
     def parts(self) -> list[str]:
+        events = self.events
+        unmarked = f" ({events.unmarked} threads unmarked: no kernel view)" * bool(events.unmarked)
         return [
-            f"{self.pages} pages of the kernel's events ({', '.join(self.events.groups)}) "
-            f"of {self.events.stats.processes} processes in buffer {self.BUFFER}, lost "
-            f"{self.events.pipes.lost}"
+            f"{self.pages} pages of the kernel's events ({', '.join(events.groups)}) "
+            f"of {events.stats.processes} processes in buffer {self.BUFFER}, lost "
+            f"{events.pipes.lost}{unmarked}"
         ]
+
+
+class MarkingKernelEvents(KernelEvents):
+    """The kernel view's instance for a capture: each listing of a new process's threads is
+    followed by a watch mark in its buffer (``trace_marker``: :data:`.WATCH_MARK` and the
+    tids), whose time is when the file begins to hold their events (the kernel's own clock;
+    events of theirs between the listing and the mark are before it, and left out by
+    ``decode``). A thread of a process listed before is not marked again: its events are
+    in the file since its process's mark or its fork (a mark after its exit would read as
+    a new thread of that tid)."""
+
+    unmarked = 0
+    """Threads listed whose mark could not be written (counted, said at the end)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.processes = self.new_processes = _NewListings()
+
+    def start(self) -> None:
+        super().start()
+        self._marks = os.open(self.tracefs.trace_marker(self.tracefs_instance.name), os.O_WRONLY)
+
+    def close(self) -> None:
+        marks, self._marks = getattr(self, "_marks", -1), -1
+        if marks >= 0:
+            os.close(marks)
+        super().close()
+
+    def _list(self, tids: Iterable[int]) -> list[tuple[int, int, ProcessKey]]:
+        watched = super()._list(tids)
+        new = self.new_processes.new
+        listed = [tid for tid, _since, key in watched if key in new]
+        for _tid, _since, key in watched:
+            new.pop(key, None)
+        for at in range(0, len(listed), TIDS_PER_MARK):
+            text = " ".join(map(str, listed[at : at + TIDS_PER_MARK]))
+            try:
+                os.write(self._marks, WATCH_MARK + text.encode("ascii"))
+            except OSError:  # not marked: decode gives its spans no kernel view
+                self.unmarked += len(listed[at : at + TIDS_PER_MARK])
+        return watched
+
+
+class _NewListings(ListedProcesses):
+    """The processes listed so far, and those just added, until their threads are marked
+    (at most :data:`NEW_LISTINGS`: a process whose threads all exited before the listing
+    is never marked, and the oldest such is forgotten)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.new: dict[ProcessKey, None] = {}
+
+    def add(self, key: ProcessKey) -> None:
+        super().add(key)
+        self.new[key] = None
+        if len(self.new) > NEW_LISTINGS:
+            del self.new[next(iter(self.new))]

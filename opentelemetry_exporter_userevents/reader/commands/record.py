@@ -65,11 +65,6 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         providers=providers_of(args),
     )
     if args.capture:
-        if args.kernel:  # its capture's figures fell short of the kernel's accounting
-            raise UsageError(
-                "--kernel cannot be used with --capture: capture with trace-cmd record -C tai "
-                "-e sched -e syscalls (or perf record -k mono) and decode --kernel"
-            )
         from opentelemetry_exporter_userevents.reader.commands.capture import (  # noqa: PLC0415
             capture,
         )

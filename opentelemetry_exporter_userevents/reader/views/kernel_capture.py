@@ -16,10 +16,18 @@ one the capture says (a perf sample's pid, at most :data:`MAX_THREADS` threads k
 least recently seen forgotten first); a trace.dat does not say, so there each thread is a
 process of its own and a span's ``linux.thread.id`` naming another thread is refused.
 
+A capture of ``record --capture --kernel`` says when each thread's watching began: the
+reader lists a process's threads for its kernel view when it first reads of it, and then
+writes a ``trace_marker`` record (:data:`WATCH_MARK` and the tids, :data:`MARK_TIDS` at
+most, read whatever the record holds) into the same buffer. In such a capture a thread is
+watched from its mark, or from its fork by a watched thread, never from the file's start:
+the kernel kept nothing of it before.
+
 A span is ``partial`` when the capture cannot show all of it: a group asked for with no
 format or no record in the file, a CPU whose data is cut short, a span that starts before
-every CPU's records have begun, or a loss the file records during it. Each reason is said
-once, with the count of spans it made partial (:meth:`CaptureKernelEvents.notes`).
+every CPU's records have begun or before its thread was marked, or a loss the file records
+during it. Each reason is said once, with the count of spans it made partial
+(:meth:`CaptureKernelEvents.notes`).
 """
 
 from __future__ import annotations
@@ -31,6 +39,8 @@ from collections.abc import Iterable, Sequence
 from opentelemetry_exporter_userevents.abi.format import EventFormat, parse_format
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
 from opentelemetry_exporter_userevents.abi.sched import (
+    FTRACE_PRINT,
+    FTRACE_SYSTEM,
     SCHED_SWITCH,
     SCHED_SYSTEM,
     SCHED_WAKEUP,
@@ -66,6 +76,11 @@ say: past this many, a CPU's start is not checked)."""
 MAX_THREADS = 4096
 """Threads whose process (a perf sample's pid) is kept; a thread forgotten is a process of
 its own until its next sample."""
+MARK_TIDS = 1024
+"""Thread ids read from one watch mark at most (the reader writes 256 a mark): a mark of
+any length costs a bounded parse."""
+WATCH_MARK = b"otel-userevents watch "
+"""The start of a ``trace_marker`` record that lists the threads watched from its time."""
 OWN_PROCESS = -2
 """The start of a :class:`.ProcessKey` for a thread whose process the capture does not
 say: a process of its own (no other thread's figures can be borrowed through it)."""
@@ -111,18 +126,26 @@ class CaptureKernelEvents(KernelEvents):
         The others' records cost a look at their pids, nothing kept."""
         self.skipped = 0
         """Kernel records of no thread read."""
+        self.marked = False
+        """The capture marks when each thread's watching began (:data:`WATCH_MARK`)."""
+        self._mark = (-1, 0)
+        """The ``ftrace/print`` event's id and the offset of its text."""
         self._learn(formats)
 
     # --- formats --------------------------------------------------------------------
 
     def _learn(self, formats: Iterable[tuple[str, str]]) -> None:
         for system, text in formats:
-            if system not in (SCHED_SYSTEM, SYSCALLS_SYSTEM):
+            if system not in (SCHED_SYSTEM, SYSCALLS_SYSTEM, FTRACE_SYSTEM):
                 continue
             try:
                 fmt = parse_format(text)
             except ValueError as error:
-                self.refused.append(f"{system}: {error}")
+                if system != FTRACE_SYSTEM:  # ftrace's own formats have other shapes
+                    self.refused.append(f"{system}: {error}")
+                continue
+            if system == FTRACE_SYSTEM:
+                self._learn_mark(fmt)
                 continue
             decoder = self._decoder_of(system, fmt)
             if decoder is None:
@@ -137,6 +160,14 @@ class CaptureKernelEvents(KernelEvents):
                 continue
             self._decoders[fmt.id] = decoder
             self.group_of[fmt.id] = group
+
+    def _learn_mark(self, fmt: EventFormat) -> None:
+        if fmt.name != FTRACE_PRINT:
+            return
+        try:
+            self._mark = (fmt.id, fmt.field("buf").offset)
+        except KeyError:
+            self.refused.append(f"{FTRACE_SYSTEM}/{fmt.name}: no field buf")
 
     def _decoder_of(self, system: str, fmt: EventFormat) -> Decoder | None:
         name = fmt.name
@@ -159,17 +190,27 @@ class CaptureKernelEvents(KernelEvents):
         """Not the kernel's: these ids are our tracepoints' (a file that gives both is
         damaged or hostile, and ours are read as ours)."""
         for event_id in ids:
+            if event_id == self._mark[0]:
+                self._mark = (-1, 0)
+                self.refused.append(f"event id {event_id}: one of our tracepoints has it")
             if self._decoders.pop(event_id, None) is not None:
                 self.refused.append(f"event id {event_id}: one of our tracepoints has it")
                 self.group_of.pop(event_id, None)
 
     def is_kernel(self, record: memoryview) -> bool:
-        return len(record) >= 8 and (record[0] | (record[1] << 8)) in self._decoders
+        if len(record) < 8:
+            return False
+        event_id = record[0] | (record[1] << 8)
+        return event_id in self._decoders or event_id == self._mark[0]
 
     def census(self, stamp: int, cpu: int, record: memoryview, pid: int = -1) -> None:
         """Count one kernel record by group, note its CPU's first and its thread's process
         (a first pass over the file, in any order)."""
-        self.seen[self.group_of[record[0] | (record[1] << 8)]] += 1
+        group = self.group_of.get(record[0] | (record[1] << 8))
+        if group is None:  # a trace_marker record: is it a watch mark?
+            self.marked = self.marked or self._marked_tids(record) is not None
+            return
+        self.seen[group] += 1
         firsts = self.first_stamps
         first = firsts.get(cpu)
         if first is None and len(firsts) < MAX_CPUS or first is not None and stamp < first:
@@ -213,10 +254,12 @@ class CaptureKernelEvents(KernelEvents):
         self.relevant = self._writers | {t for t, p in self._process.items() if p in writers}
         self._missing += [f"{cpu}'s data is cut short" for cpu in missing_cpus]
 
-    def lost_within(self, start: int, end: int) -> bool:
+    def lost_within(self, start: int, end: int, tid: int = 0) -> bool:
         reasons = list(self._missing)
         if start < self._covered_from:
             reasons.append("started before every CPU's records had begun")
+        elif self.marked and start < self.timeline.watched_since(tid, start):
+            reasons.append("started before its thread was watched (listed for the kernel view)")
         if super().lost_within(start, end):
             reasons.append("events lost meanwhile (the capture records the loss)")
         self._partial.update(reasons)
@@ -241,9 +284,20 @@ class CaptureKernelEvents(KernelEvents):
             timeline.next_read(events[-1][0] - self._offset)
         decoders = self._decoders
         relevant = self.relevant
-        kept = []
+        marked, mark = self.marked, self._mark[0]
+        kept: list[tuple[int, memoryview]] = []
+        count = 0
         for stamp, _cpu, record, pid in events:
-            decoder = decoders.get(record[0] | (record[1] << 8))
+            event_id = record[0] | (record[1] << 8)
+            decoder = decoders.get(event_id)
+            if event_id == mark:
+                count += self.feed(kept)  # the events before it, then the threads it marks
+                kept = []
+                if self._watch_marked(stamp, record):
+                    self.stats.records += 1
+                else:
+                    self.stats.undecodable += 1  # another trace_marker record: not read
+                continue
             if decoder is None or len(record) < decoder[1]:
                 kept.append((stamp, record))  # counted by feed
                 continue
@@ -263,12 +317,34 @@ class CaptureKernelEvents(KernelEvents):
             if pid > 0 and tid > 0:
                 self._note_process(tid, pid)
             kept.append((stamp, record))
-            if kind == GONE:
+            if kind == GONE or marked:  # marked: watched from its mark or its fork
                 continue
             for thread in named:
                 if thread > 0 and not timeline.watched(thread):
                     timeline.watch(thread, self._since)
-        return self.feed(kept)
+        return count + self.feed(kept)
+
+    def _marked_tids(self, record: memoryview) -> list[int] | None:
+        """The thread ids of a watch mark (at most :data:`MARK_TIDS`); None: not one."""
+        at = self._mark[1] + len(WATCH_MARK)
+        if record[at - len(WATCH_MARK) : at] != WATCH_MARK:
+            return None
+        text = bytes(record[at : at + 12 * MARK_TIDS]).split(b"\0", 1)[0]
+        words = text.split(maxsplit=MARK_TIDS)
+        return [int(word) for word in words[:MARK_TIDS] if word.isdigit() and len(word) < 11]
+
+    def _watch_marked(self, stamp: int, record: memoryview) -> bool:
+        """A watch mark: its threads are watched from its time (the kernel kept nothing of
+        them before); a thread already watched and alive is the same thread. False: the
+        record is not a watch mark."""
+        tids = self._marked_tids(record)
+        if tids is None:
+            return False
+        since, relevant = stamp - self._offset, self.relevant
+        for tid in tids:
+            if tid > 0 and (relevant is None or tid in relevant):
+                self.timeline.watch(tid, since)
+        return True
 
     def _note_process(self, tid: int, pid: int) -> None:
         known = self._process

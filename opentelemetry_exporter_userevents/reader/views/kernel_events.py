@@ -364,7 +364,7 @@ class KernelEvents:
             timeline.set_process(tid, key)
         return None if key == UNKNOWN else key
 
-    def lost_within(self, start: int, end: int) -> bool:
+    def lost_within(self, start: int, end: int, tid: int = 0) -> bool:
         """Whether events may have been lost between ``start`` and ``end`` (span clock)."""
         losses = self.losses
         return bool(losses) and any(a <= end and start <= b for a, b in losses)

@@ -384,6 +384,11 @@ class KernelTimeline:
     def watched(self, tid: int) -> bool:
         return tid in self._threads
 
+    def watched_since(self, tid: int, default: int) -> int:
+        """Since when ``tid`` is known (``default`` if it is not watched)."""
+        thread = self._threads.get(tid)
+        return default if thread is None else thread.watched_from
+
     def summary(
         self, tid: int, start: int, end: int, wait_threshold: int, budget: int | None = None
     ) -> ThreadSummary | None:

@@ -153,7 +153,7 @@ class KernelView:
             added: dict[str, Any] = {THREAD: tid, "linux.kernel.view": "none"}
         else:
             self.stats.spans += 1
-            lost = events.lost_within(start, end)  # asked each time: a capture counts why
+            lost = events.lost_within(start, end, tid)  # asked each time: a capture counts why
             partial = summary.partial or lost
             self.stats.partial += partial
             added = _attributes(tid, summary, partial)

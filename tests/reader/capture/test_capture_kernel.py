@@ -396,6 +396,7 @@ def test_decode_kernel_reads_the_instance_buffer_on_the_same_clock(tmp_path, cap
     assert got["linux.kernel.view"] == "whole", err
     assert got["linux.sched.on_cpu_ns"] == 16 * MS and got["off_cpu_at"] == [S + 4 * MS]
     assert "trace clock tai, whole seconds, from 1 spans of 1 threads" in err
+    assert f"kernel's events of trace-cmd instance buffers {BUFFER} read too" in err, err
 
 
 def test_an_instance_buffer_on_another_clock_is_not_read(tmp_path, capsys):

@@ -20,7 +20,6 @@ from opentelemetry.sdk.resources import Resource
 
 from opentelemetry_exporter_userevents.abi.format import parse_format
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
-from opentelemetry_exporter_userevents.reader.cli import main
 from opentelemetry_exporter_userevents.reader.decode.checked_records import CheckedSpan
 from opentelemetry_exporter_userevents.reader.outputs.sdk_objects import readable_span
 from opentelemetry_exporter_userevents.reader.outputs.tree_view import TreeView
@@ -210,13 +209,6 @@ def test_groups_are_checked():
     assert parse_groups("sched, syscalls,sched") == ("sched", "syscalls")
     with pytest.raises(ValueError, match="unknown kernel group io"):
         parse_groups("sched,io")
-
-
-def test_kernel_and_capture_together_are_refused(tmp_path, capsys):
-    code = main(["--tracefs", str(tmp_path), "record", "--kernel", "sched",
-                 "--capture", str(tmp_path / "x.dat")])  # fmt: skip
-    assert code == 2
-    assert "--kernel cannot be used with --capture" in capsys.readouterr().err
 
 
 def test_the_tree_view_shows_the_kernel_view_at_a_glance_and_escapes_what_apps_set():
