@@ -60,12 +60,17 @@ def test_every_shell_line_is_run_by_a_test_and_every_enable_is_undone():
 
 def copy_of_the_checkout(destination: Path) -> None:
     """The files git knows of (tracked, and new ones not ignored), or, outside a git
-    checkout (an sdist), the tree without environments and builds."""
+    checkout of its own (an sdist, or CI's copy for the compiled build inside another
+    checkout's ignored build/), the tree without environments and builds."""
+    top = subprocess.run(
+        ["git", "rev-parse", "--show-toplevel"], cwd=ROOT, capture_output=True, text=True
+    )
     listed = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=ROOT, capture_output=True, text=True,
     )  # fmt: skip
-    if listed.returncode != 0:
+    own = top.returncode == 0 and Path(top.stdout.strip()).resolve() == ROOT.resolve()
+    if listed.returncode != 0 or not own:
         ignore = shutil.ignore_patterns(".venv", "dist", "build", "__pycache__", ".git")
         shutil.copytree(ROOT, destination, ignore=ignore, symlinks=True)
         return
