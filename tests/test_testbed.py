@@ -75,6 +75,8 @@ def _nested_run(pytester, images, *args):
     pytester._monkeypatch.setenv("PYTHONPATH", env_path)
     pytester._monkeypatch.delenv("USER_EVENTS_REQUIRE_KERNEL", raising=False)
     pytester._monkeypatch.delenv(guest.KERNEL_ENV, raising=False)
+    # the nested run's tests are in its own directory, not in a compiled tree (CI's)
+    pytester._monkeypatch.delenv(builds.COMPILED_TREE_ENV, raising=False)
     image_args = [f"--kernel-image={image}" for image in images]
     return pytester.runpytest_subprocess(
         "-p", "testbed.pytest_plugin", "-rs", "-v", *image_args, *args, timeout=1200
@@ -263,6 +265,8 @@ def test_without_any_kernel_require_fails_and_otherwise_skips(pytester, require)
     pytester.makeini("[pytest]\nmarkers =\n    kernel: needs user_events\n")
     pytester._monkeypatch.setenv("PYTHONPATH", str(ROOT))
     pytester._monkeypatch.delenv(guest.KERNEL_ENV, raising=False)
+    # the nested run's tests are in its own directory, not in a compiled tree (CI's)
+    pytester._monkeypatch.delenv(builds.COMPILED_TREE_ENV, raising=False)
     pytester._monkeypatch.delenv("USER_EVENTS_REQUIRE_KERNEL", raising=False)
     args = ["-p", "testbed.pytest_plugin", "-rs"] + (["--require-kernel"] if require else [])
 
