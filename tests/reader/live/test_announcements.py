@@ -189,8 +189,8 @@ def test_a_writer_waits_until_it_is_listened_to_then_as_long_again(monkeypatch):
     monkeypatch.setattr(writer_side, "_gave_up_once", False)
     data = FakeData(listened=True)
     result = writer_side.announce(data, "svc", [FakeRegistration(0.05), None], True)  # type: ignore[arg-type]
-    assert result.listened and not result.gave_up
-    assert 0.1 <= result.waited < 1.0  # 0.05 s for the bits, as long again for a second reader
+    assert result.listened and not result.gave_up  # so it waited less than its timeout
+    assert result.waited >= 0.1  # 0.05 s for the bits, as long again for a second reader
     assert [(w["event"], w["prefix"], w["wait_ms"]) for w in data.announce.written] == [
         (ANNOUNCE_REGISTERED, "svc", writer_side.DEFAULT_TIMEOUT_MS)
     ]
