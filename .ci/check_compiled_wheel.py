@@ -10,7 +10,7 @@ The whole test suite runs against the x86_64 wheel in CI (docs/building.md)."""
 from __future__ import annotations
 
 import importlib
-import re
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -21,15 +21,17 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry_exporter_userevents._export.span_encoder import encode_span
 from opentelemetry_exporter_userevents.record import anyvalue
 
-PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
+SUPPORT = Path(__file__).resolve().parent.parent / "tests" / "support" / "builds.py"
 
 
 def listed_modules() -> list[str]:
-    table = PYPROJECT.read_text().split("[tool.hatch.build.targets.wheel.hooks.mypyc]\n")[1]
-    include = re.search(r"^include = \[(.*?)\]", table, re.M | re.S)
-    assert include, "no include list in the mypyc hook"
-    paths = re.findall(r'"/([^"]+)\.py"', include.group(1))
-    return [path.replace("/", ".") for path in paths]
+    """The modules pyproject.toml's mypyc hook lists, read by tests/support/builds.py,
+    loaded by its path: the checkout on sys.path would shadow the installed wheel."""
+    spec = importlib.util.spec_from_file_location("_builds", SUPPORT)
+    assert spec is not None and spec.loader is not None
+    builds = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builds)
+    return builds.compiled_modules()  # type: ignore[no-any-return]
 
 
 def main() -> int:

@@ -177,11 +177,10 @@ def report(figures: dict[str, Any]) -> list[str]:
         lines.append(f"  {name:<22} wall {tool['b_wall']:6.2f} s  CPU {tool['b_cpu']:6.2f} s  "
                      f"peak {tool['b_rss']:5.0f} MiB  {row['tool_records'] / tool['b_cpu']:9,.0f} "
                      f"records/CPU-s")  # fmt: skip
-        for workers in (1, 2, "compiled"):
-            f = row.get(f"workers_{workers}") or row.get("compiled_vs_tool")
-            if f is None:
-                continue
-            label = f"--workers {workers}" if workers != "compiled" else "compiled, 1 worker"
+        rows = [("--workers 1", row["workers_1"]), ("--workers 2", row["workers_2"])]
+        if "compiled_vs_tool" in row:
+            rows.append(("compiled, 1 worker", row["compiled_vs_tool"]))
+        for label, f in rows:
             lines.append(
                 f"  decode {label:<18} wall {f['a_wall']:6.2f} s  CPU "
                 f"{f['a_cpu']:6.2f} s  peak {f['a_rss']:5.0f} MiB  {spans / f['a_cpu']:9,.0f} "

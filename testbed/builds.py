@@ -47,7 +47,11 @@ def guest_command(
         if not nodeids:
             continue
         argv = [*pytest_argv, "--rootdir", rootdir, "-c", f"{rootdir}/pyproject.toml"]
-        env = f"{BUILD_ENV}=compiled PYTHONPATH={shlex.quote(rootdir)} " * (build == "compiled")
+        env = (
+            f"{BUILD_ENV}=compiled PYTHONPATH={shlex.quote(rootdir)} "
+            if build == "compiled"
+            else ""
+        )
         lines += [
             f"cd {shlex.quote(rootdir)}",
             f"{env}{shlex.join([*argv, *nodeids])}",

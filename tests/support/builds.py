@@ -25,11 +25,8 @@ def mypyc_hook() -> dict[str, object]:
     hook: dict[str, object] = {}
     for key, value in re.findall(r"^([a-z-]+) = (\[.*?\]|[^\n]+)$", table, re.M | re.S):
         value = re.sub(r"#[^\n]*", "", value)
-        hook[key] = (
-            {"true": True, "false": False}.get(value)
-            if value in ("true", "false")
-            else (ast.literal_eval(value))
-        )
+        booleans = {"true": True, "false": False}
+        hook[key] = booleans[value] if value in booleans else ast.literal_eval(value)
     return hook
 
 
