@@ -33,7 +33,7 @@ import os
 import threading
 import time
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageError, PageLayout, parse_page
@@ -164,6 +164,8 @@ class KernelEvents:
         """The ``ftrace/print`` event's id and the offset of its text."""
         self.pauses = Pauses(self._write_notrace)
         """Processes over their budget of events, left out of the instance a while."""
+        self._left_out: dict[Hashable, EventAccount] = {}
+        """The buckets of the processes left out now (as many as :attr:`pauses` has)."""
 
     # --- lifetime -------------------------------------------------------------------
 
@@ -382,7 +384,9 @@ class KernelEvents:
         now = time.time_ns()
         self.timeline.next_read(now)
         for key in self.pauses.resume(now, self._last_count) if self.pauses.paused else ():
-            self.timeline.budget.account(key).closed = False
+            account = self._left_out.pop(key, None)
+            if account is not None:
+                account.closed = False
         began = time.clock_gettime_ns(time.CLOCK_TAI)  # the trace clock (CLOCK)
         records = self._held + self._read_records()
         self._last_count = len(records)
@@ -402,6 +406,8 @@ class KernelEvents:
         tids = self.timeline.threads_charged_to(account)
         if self.pauses.pause(account.key, tids, time.time_ns()):
             account.left, account.closed = 0, True
+            self._left_out[account.key] = account  # the bucket its threads hold, reopened
+            # on its return even if the budget has forgotten it meanwhile (MAX_ACCOUNTS)
             self.timeline.mark_unknown(tids, when)
 
     def _write_notrace(self, tids: list[int]) -> None:

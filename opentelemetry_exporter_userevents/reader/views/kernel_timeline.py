@@ -174,8 +174,7 @@ class KernelTimeline:
             self.stats.threads_replaced += self._threads[child].exited_at is None
             self._forget(child)
         self._threads.move_to_end(parent)
-        self._new(child, time, None)
-        self._threads[child].account = thread.account  # its parent's bucket, until known
+        self._new(child, time, None, thread.account)  # its parent's bucket, until known
 
     def exit(self, time: int, tid: int) -> ProcessKey | None:
         """A ``sched_process_exit``: ``tid`` is forgotten :data:`EXIT_GRACE_READS` reads and
@@ -312,13 +311,19 @@ class KernelTimeline:
         thread.wakers.append(0)
         self._count(1)
 
-    def _new(self, tid: int, since: int, process: ProcessKey | None) -> None:
+    def _new(
+        self, tid: int, since: int, process: ProcessKey | None, account: EventAccount | None = None
+    ) -> None:
+        """Watch ``tid``, charged to ``account`` (else its process's, else its own): a
+        thread started by a watched one makes no bucket of its own, so a churner's threads
+        do not push a paused process's bucket out of the budget's."""
         if len(self._threads) >= self.max_threads:
             oldest = next(iter(self._threads))
             self._forget(oldest)
             self.stats.threads_forgotten += 1
-        key = process if process is not None else ("thread", tid)
-        self._threads[tid] = _Thread(since, process, self.budget.account(key))
+        if account is None:
+            account = self.budget.account(process if process is not None else ("thread", tid))
+        self._threads[tid] = _Thread(since, process, account)
 
     def _forget(self, tid: int) -> None:
         thread = self._threads.pop(tid, None)

@@ -130,6 +130,18 @@ def test_threads_and_children_a_storm_starts_share_its_bucket():
     assert budget.by_process() == [(STORM, budget.dropped)]
 
 
+def test_a_churners_threads_make_no_bucket_of_their_own():
+    """Each thread a watched one starts is charged to its parent's bucket: thousands of
+    them do not fill the budget's buckets and push another process's out."""
+    events = _events()
+    events.timeline = KernelTimeline(budget=EventBudget(BUDGET))
+    events.timeline.watch(STORM_TID, 0, STORM)
+    fork = "sched/sched_process_fork"
+    events.feed([(n * US, _record(fork, common_pid=STORM_TID, parent_pid=STORM_TID,
+                                  child_pid=1000 + n)) for n in range(1, 100)])  # fmt: skip
+    assert list(events.timeline.budget._accounts) == [STORM]  # noqa: SLF001 - what is kept
+
+
 def test_buckets_are_bounded_and_the_counts_of_the_most_dropped_are_named(monkeypatch):
     monkeypatch.setattr(budget_module, "MAX_ACCOUNTS", 4)
     budget = EventBudget(per_process=1)
@@ -272,3 +284,42 @@ def test_a_process_comes_back_only_once_the_reader_has_caught_up():
     over = kernel_pauses.PAUSE_NS
     assert pauses.resume(over, last_read=kernel_pauses.CAUGHT_UP) == []  # still behind
     assert pauses.resume(over, last_read=kernel_pauses.CAUGHT_UP - 1) == [STORM]
+
+
+def test_a_process_whose_bucket_is_forgotten_while_it_is_out_comes_back_whole(monkeypatch):
+    """While a process is left out, other processes' buckets push its bucket out of the
+    budget's (:data:`.MAX_ACCOUNTS`): when it comes back, the bucket its threads hold is
+    open again, so its events are summed once more, not dropped for ever."""
+    monkeypatch.setattr(budget_module, "MAX_ACCOUNTS", 4)
+    events = _fed(per_process=10**9)
+    budget = events.timeline.budget
+    budget.per_process = BUDGET
+    budget.account(STORM).left = 0
+    events.pauses = kernel_pauses.Pauses(_Notrace())
+    events.leave_out_over_budget()
+    now = [40 * MS]
+    monkeypatch.setattr(time, "time_ns", lambda: now[0])
+    monkeypatch.setattr(time, "clock_gettime_ns", lambda clock_id: 2**62)
+    storm = _storm(31 * MS, 35 * MS, STORM_TID)
+    monkeypatch.setattr(events, "_read_records", lambda: storm)
+    events.read()
+    assert list(events.pauses.paused) == [STORM]
+    for pid in range(300, 310):  # other processes' buckets: the storm's is forgotten
+        budget.account(ProcessKey(pid, 1))
+    assert STORM not in budget._accounts  # noqa: SLF001 - the case under test
+    storm.clear()
+    now[0] += kernel_pauses.PAUSE_NS
+    events.read()
+    assert not events.pauses.paused
+    dropped = budget.dropped
+    storm[:] = [  # two seconds on: its bucket refilled, it runs and makes a syscall
+        (2030 * MS, _record(SWITCH, prev_pid=1, prev_state=1, next_pid=STORM_TID)),
+        (2031 * MS, _record(ENTER, common_pid=STORM_TID)),
+        (2032 * MS, _record(EXIT, common_pid=STORM_TID)),
+        (2033 * MS, _record(SWITCH, prev_pid=STORM_TID, prev_state=1, next_pid=1)),
+    ]
+    events.read()
+    assert budget.dropped == dropped  # taken, not dropped by a bucket left closed
+    after = KernelView(events)(_span(2030 * MS, 2033 * MS, span_id=4), STORM_TID).attributes
+    assert after["linux.kernel.view"] == "whole", after
+    assert after["linux.syscall.top.name"] == ["pread64"], after
