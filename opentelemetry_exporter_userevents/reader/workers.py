@@ -115,6 +115,10 @@ class WorkerPool:
         """Pages that dead workers held, decoded in the main process instead."""
         self.lost_pages = 0
         """Pages that dead workers held and the main process could not decode either."""
+        self.decoded_here = 0
+        """Pages the main process decoded itself while the worker next in turn was still
+        starting with its chunks waiting: a spawned interpreter takes about half a second
+        to import the reader, and the main process would only wait meanwhile."""
         self._prefixes = tuple(prefixes)
         self._providers = tuple(providers)
         self._layout = layout
@@ -197,8 +201,9 @@ class WorkerPool:
                     self._send(number, ("formats", new))
 
     def submit(self, pages: Sequence[bytes | memoryview]) -> int:
-        """Hand a chunk of pages to the next live worker (none left: decode it here);
-        return its ticket."""
+        """Hand a chunk of pages to the next live worker (none left, or it is still
+        starting with :data:`WINDOW` chunks waiting and no worker has anything to take:
+        decode it here); return its ticket."""
         ticket = self._next_ticket
         self._next_ticket += 1
         chunk = [bytes(page) for page in pages]
@@ -209,6 +214,14 @@ class WorkerPool:
                 return ticket
             if self._in_flight[number] < WINDOW:
                 break
+            if not self._started[number] and not self._heard():
+                try:
+                    self._done[ticket] = self._decode(chunk, len(self._formats))
+                except Exception:  # noqa: BLE001 - left to the worker, whose failure is said
+                    pass
+                else:
+                    self.decoded_here += len(chunk)
+                    return ticket
             self._receive()
         self._chunks[ticket] = (number, chunk, len(self._formats))
         if not self._in_flight[number]:
@@ -303,24 +316,35 @@ class WorkerPool:
             what += f", {self.lost_pages - lost} could not be and are lost"
         self.failures.append(f"decoding worker {number} (pid {process.pid}) {how}; {what}")
 
+    def _heard(self) -> bool:
+        """Whether a live worker has sent something not taken yet (never waits)."""
+        return any(
+            self._alive[n] and self._in_flight[n] and self._results[n].poll()
+            for n in range(self.count)
+        )
+
     def _decode_here(self, ticket: int, chunk: list[bytes], known: int) -> None:
-        """A chunk decoded in this process, with the formats its worker would have had."""
+        """A dead worker's chunk decoded in this process, with the formats the worker
+        would have had."""
         try:
-            if self._local is None or self._local[0] != known:
-                decoder = RecordDecoder(self._prefixes, self._layout, self._providers)
-                add_formats(decoder, self._formats[:known])
-                self._local = (known, decoder)
-            records, stats = decode_chunk(
-                self._local[1], self._checker, chunk, self._eventheader_checker,
-                self._encode_spans,
-            )  # fmt: skip
+            self._done[ticket] = self._decode(chunk, known)
         except Exception:  # noqa: BLE001 - what killed a worker may fail here too: counted
             self._done[ticket] = []
             self.lost_pages += len(chunk)
             return
-        self._done[ticket] = records
-        self._add_stats(stats)
         self.recovered_pages += len(chunk)
+
+    def _decode(self, chunk: list[bytes], known: int) -> list[Decoded]:
+        """A chunk's records decoded here, with the first ``known`` formats."""
+        if self._local is None or self._local[0] != known:
+            decoder = RecordDecoder(self._prefixes, self._layout, self._providers)
+            add_formats(decoder, self._formats[:known])
+            self._local = (known, decoder)
+        records, stats = decode_chunk(
+            self._local[1], self._checker, chunk, self._eventheader_checker, self._encode_spans
+        )
+        self._add_stats(stats)
+        return records
 
     def _add_stats(self, stats: Stats) -> None:
         total = self.stats

@@ -223,6 +223,29 @@ def test_decode_with_a_dead_worker_writes_every_record_and_exits_non_zero(tmp_pa
     assert re.fullmatch(rf"{dead}; the \d+ pages it held were decoded in-process\n", error), error
 
 
+def test_the_main_process_decodes_while_its_worker_starts():
+    """A worker still starting (here: stopped before its imports end) holds its window of
+    chunks; the main process decodes the next ones itself instead of waiting, the same
+    records, and hands chunks out again once the worker answers."""
+    pages = _chunk_pages()
+    pool = workers.WorkerPool(1, ["*"], PageLayout())
+    process = pool._processes[0]
+    try:
+        os.kill(process.pid, signal.SIGSTOP)  # a spawned interpreter takes far longer
+        pool.add_formats(text for _system, text in FORMATS)
+        tickets = [pool.submit([page]) for page in pages]
+        assert pool.decoded_here == len(pages) - workers.WINDOW  # all but its window
+        os.kill(process.pid, signal.SIGCONT)
+        got = [record for ticket in tickets for record in pool.result(ticket)]
+        assert pool.result(pool.submit(pages[:1])) == _in_process(pages[:1])  # its turn
+    finally:
+        pool.close()
+    assert got == _in_process(pages)
+    assert pool.error() is None and pool.recovered_pages == 0
+    assert pool.decoded_here == len(pages) - workers.WINDOW
+    assert pool.stats.pages == len(pages) + 1
+
+
 def test_chunks_in_flight_are_bounded_by_the_window():
     pool = workers.WorkerPool(2, ["*"], PageLayout())
     most = 0
