@@ -117,8 +117,8 @@ class WorkerPool:
         """Pages that dead workers held and the main process could not decode either."""
         self.decoded_here = 0
         """Pages the main process decoded itself while the worker next in turn was still
-        starting with its chunks waiting: a spawned interpreter takes about half a second
-        to import the reader, and the main process would only wait meanwhile."""
+        starting with its chunks waiting: a spawned interpreter takes 0.15 s to a second
+        (a loaded host) to import the reader, and the main process would only wait."""
         self._prefixes = tuple(prefixes)
         self._providers = tuple(providers)
         self._layout = layout

@@ -69,15 +69,14 @@ def syscall_counter(tracefs):
 
 
 _PATIENT = {**os.environ, "OTEL_EXPORTER_USER_EVENTS_ANNOUNCE_TIMEOUT": "60000"}
-"""For an app started beside a neighbour that spins on the guest's one CPU: a CI run saw
-the default 2-s wait for the reader's answer pass, so the app's span began unwatched (all
-``unknown``), which is not what such a test is about."""
+"""Every work app waits up to 60 s for the reader's answer: beside neighbours that keep the
+guest's one CPU busy, CI runs saw the default 2-s wait pass, so the app's first span began
+unwatched (``spin`` partial, 17 ms ``unknown``), which is not what these tests are about."""
 
 
 def _work_app(*args: str) -> dict[str, Any]:
-    """Run tests/support/kernel_work_app.py to its end (patient: a CI run of the hostile
-    neighbour test saw the app's first span, ``spin``, begin before the reader watched it,
-    17 ms ``unknown``): what it measured."""
+    """Run tests/support/kernel_work_app.py to its end, :data:`_PATIENT`: what it
+    measured."""
     app = subprocess.run(
         [sys.executable, "-m", "tests.support.kernel_work_app", "kview", *args],
         capture_output=True, text=True, cwd=proc.ROOT, timeout=300, env=_PATIENT,
