@@ -53,7 +53,7 @@ from opentelemetry_exporter_userevents.reader.outputs.output import (  # noqa: E
     TreeOutput,
 )
 from opentelemetry_exporter_userevents.reader.outputs.sdk_objects import sdk_objects  # noqa: E402
-from opentelemetry_exporter_userevents.reader.workers import WorkerPool  # noqa: E402
+from opentelemetry_exporter_userevents.reader.pipeline.worker_pool import WorkerPool  # noqa: E402
 
 PATHS = {
     "direct": "OTLP/JSON lines on disk, written straight from checked records (the reader now)",
@@ -66,7 +66,7 @@ PAGES_PER_READ = 100
 
 
 def _with_workers(
-    pool: WorkerPool, pages: list[bytes], out: Any
+    pool: WorkerPool, pages: list[bytes], formats: list[str], out: Any
 ) -> tuple[Rebuilder, OtlpJsonOutput]:
     """Pages to OTLP/JSON lines as ``record --workers N`` does: each read's pages split
     into a chunk per worker, one read in flight while the main process rebuilds and
@@ -84,12 +84,16 @@ def _with_workers(
 
     for first in range(0, len(pages), PAGES_PER_READ):
         read = pages[first : first + PAGES_PER_READ]
-        tickets = [pool.submit(read[n : n + size]) for n in range(0, len(read), size)]
+        tickets = [pool.submit(read[n : n + size], formats) for n in range(0, len(read), size)]
         deliver()
         in_flight = tickets
     deliver()
     output.write(rebuilder.flush())
     return rebuilder, output
+
+
+def _formats(captured: dict[str, Any]) -> list[str]:
+    return [text for _system, text in captured["formats"]]
 
 
 class _SdkOtlpJsonOutput(OtlpJsonOutput):
@@ -150,12 +154,13 @@ def measure(path: Path, repeat: int, workers: tuple[int, ...] = (2,)) -> dict[st
         for count in workers:
             started = time.perf_counter()
             pools[count] = WorkerPool(count, ["bench"], decoder.layout)
-            pools[count].add_formats(text for _system, text in captured["formats"])
-            pools[count].result(pools[count].submit([]))  # started and answering
+            pools[count].result(
+                pools[count].submit([], _formats(captured))
+            )  # started and answering
             figures[f"workers_{count}_start_s"] = time.perf_counter() - started
         for kind, hexed in phases.items():
             pages = [bytes.fromhex(p) for p in hexed]
-            figures[kind] = _measure_kind(decoder, pages, kind, repeat, pools)
+            figures[kind] = _measure_kind(decoder, pages, kind, repeat, pools, _formats(captured))
     finally:
         for pool in pools.values():
             pool.close()
@@ -168,6 +173,7 @@ def _measure_kind(
     kind: str,
     repeat: int,
     pools: dict[int, WorkerPool] | None = None,
+    formats: list[str] | None = None,
 ) -> dict[str, float]:
     best: dict[str, float] = {}
     stages: dict[str, dict[str, float]] = {}
@@ -199,7 +205,7 @@ def _measure_kind(
                 files[name] = Path(directory) / name
                 with open(files[name], "w", encoding="utf-8") as out:
                     started = clock()
-                    pooled, pooled_output = _with_workers(pool, pages, out)
+                    pooled, pooled_output = _with_workers(pool, pages, formats or [], out)
                     out.flush()
                     os.fsync(out.fileno())
                     elapsed = clock() - started

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from opentelemetry_exporter_userevents.reader import cli  # noqa: E402
-from opentelemetry_exporter_userevents.reader.workers import WorkerPool  # noqa: E402
+from opentelemetry_exporter_userevents.reader.pipeline.worker_pool import WorkerPool  # noqa: E402
 
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 READER = [sys.executable, "-m", "opentelemetry_exporter_userevents.reader.cli"]
@@ -61,7 +61,7 @@ def worker_start(runs: int) -> float:
     for _ in range(runs):
         started = time.perf_counter()
         with WorkerPool(2, ["bench"], None) as pool:  # type: ignore[arg-type]
-            pool.result(pool.submit([]))
+            pool.result(pool.submit([], []))
         times.append(time.perf_counter() - started)
     return statistics.median(times)
 

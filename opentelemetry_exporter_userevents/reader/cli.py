@@ -24,12 +24,12 @@ from collections.abc import Sequence
 from opentelemetry_exporter_userevents.environment_variables import (
     OTEL_EXPORTER_USER_EVENTS_PREFIX,
 )
-from opentelemetry_exporter_userevents.reader.private_file import open_private
-from opentelemetry_exporter_userevents.reader.terminal_text import escape_logging, printable
-from opentelemetry_exporter_userevents.reader.worker_count import (
+from opentelemetry_exporter_userevents.reader.pipeline.worker_count import (
     MAX_DEFAULT_WORKERS,
     default_workers,
 )
+from opentelemetry_exporter_userevents.reader.private_file import open_private
+from opentelemetry_exporter_userevents.reader.terminal_text import escape_logging, printable
 from opentelemetry_exporter_userevents.version import __version__
 
 # Nothing heavier above: main() sets the signal handlers first, then the command's modules

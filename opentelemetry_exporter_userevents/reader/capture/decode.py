@@ -29,7 +29,7 @@ import mmap
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from opentelemetry_exporter_userevents.abi.format import parse_format
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
@@ -65,6 +65,7 @@ BATCH = 4096
 """Records :func:`batches` hands over at a time."""
 
 _TIMESTAMP = itemgetter(0)  # TraceRecord.timestamp
+_Record = TypeVar("_Record")
 
 
 @dataclass
@@ -93,7 +94,7 @@ class DecodedCapture:
     """Those of our tracepoints with prefixes not read (workers count their records)."""
     cpu_pages: Callable[[], list[Iterator[memoryview]]] | None = None
     """A trace.dat's pages, a stream per CPU in the order :attr:`records` merges them
-    (for decoding workers: :mod:`..workers`; either this or :attr:`records` is read);
+    (for decoding workers: :mod:`..pipeline.worker_pool`; either this or :attr:`records` is read);
     None for a perf.data (samples, not pages: decoded in-process)."""
     size: int = 0
     """The capture's size in bytes."""
@@ -142,10 +143,10 @@ def decode_bytes(
     return _decode(data, _Wanted(prefixes, providers), _Release(None))
 
 
-def batches(records: Iterable[TraceRecord], size: int = BATCH) -> Iterator[list[TraceRecord]]:
+def batches(records: Iterable[_Record], size: int = BATCH) -> Iterator[list[_Record]]:
     """``records`` in lists of ``size`` (the last one shorter). If reading them raises
     :class:`CaptureError`, the records read before it are handed over first."""
-    batch: list[TraceRecord] = []
+    batch: list[_Record] = []
     try:
         for record in records:
             batch.append(record)

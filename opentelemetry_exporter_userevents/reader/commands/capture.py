@@ -8,15 +8,12 @@
 from __future__ import annotations
 
 import argparse
-import heapq
 import time
-from operator import itemgetter
 from typing import TextIO
 
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs
 from opentelemetry_exporter_userevents.reader.capture import (
     CaptureError,
-    DecodedCapture,
     TraceDatWriter,
     batches,
     decode_file,
@@ -32,17 +29,12 @@ from opentelemetry_exporter_userevents.reader.commands.common import (
     stop_signals,
     workers_of,
 )
-from opentelemetry_exporter_userevents.reader.decode.decoder import DecoderStats
 from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.reader.live.trace_reader import TraceReader
-from opentelemetry_exporter_userevents.reader.outputs.output import Output
+from opentelemetry_exporter_userevents.reader.pipeline.decode_stage import DecodeStage
+from opentelemetry_exporter_userevents.reader.pipeline.pipeline import Pipeline
+from opentelemetry_exporter_userevents.reader.pipeline.worker_pool import WorkerError
 from opentelemetry_exporter_userevents.reader.terminal_text import printable
-from opentelemetry_exporter_userevents.reader.workers import WorkerError, WorkerPool, cpu_records
-
-_TIMESTAMP = itemgetter(0)  # TraceRecord.timestamp, and a worker's record's
-WORKERS_FROM = 4 << 20
-"""Captures smaller than this decode in-process whatever ``--workers`` says: starting
-interpreters would cost more than it saves."""
 
 
 def capture(args: argparse.Namespace, reader: TraceReader, tracefs: Tracefs, err: TextIO) -> int:
@@ -168,44 +160,39 @@ def decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         )
 
         kernel_run = capture_kernel.kernel_view_of(args, decoded, err)
-    workers = workers_of(args)
-    if decoded.cpu_pages is None or decoded.size < WORKERS_FROM or kernel_run is not None:
-        workers = 1
+    # decode --kernel decodes in-process: its source interleaves the kernel's events with
+    # ours (README, "decode --kernel")
+    workers = 1 if kernel_run is not None else workers_of(args)
+    decode_stage = DecodeStage(decoded.decoder, workers)
     output = output_of(args, out, workers)
     # the whole file is there: no waiting
-    rebuilder = Rebuilder(resource_wait=float("inf"))
+    rebuilder = Rebuilder(
+        resource_wait=float("inf"),
+        span_enricher=kernel_run.view if kernel_run is not None else None,
+    )
+    pipeline = Pipeline(decode_stage, rebuilder, output)
     damaged: CaptureError | None = None
     failed: WorkerError | None = None
-    pool: WorkerPool | None = None
     try:
         try:  # records decode as they are taken: a batch at a time, whatever the file's size
             if kernel_run is not None:
-                kernel_run(rebuilder, output)
-            elif workers > 1 and decoded.cpu_pages is not None:
-                pool = WorkerPool(
-                    workers, prefixes_of(args, True), decoded.decoder.layout, providers
-                )
-                _decode_with_workers(pool, decoded, rebuilder, output)
+                pipeline.run(kernel_run.batches())
             else:
-                for batch in batches(decoded.records):
-                    output.write(rebuilder.add(batch))
+                pipeline.run(batches(decode_stage.capture_records(decoded)))
         except CaptureError as error:  # a chunk that does not inflate: the rest is lost
             damaged = error
         except WorkerError as error:  # what was rebuilt is written, then the error
             failed = error
-        output.write(rebuilder.flush())
+        pipeline.flush()
     finally:
-        if pool is not None:
-            pool.close()
+        pipeline.close()
         output.close()
     for note in decoded.notes:  # complete once every record is read
         err.write(f"otel-userevents: {printable(note)}\n")
     if kernel_run is not None:
-        for note in capture_kernel.kernel_notes(rebuilder):
+        for note in kernel_run.notes():
             err.write(f"otel-userevents: kernel view: {printable(note)}\n")
     stats = decoded.decoder.stats
-    if pool is not None:
-        _add_stats(stats, pool)
     elapsed = time.monotonic() - started
     head = f"otel-userevents: {args.file} ({decoded.kind}): "
     parts = [
@@ -214,7 +201,7 @@ def decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         *rebuilt_parts(rebuilder, stats, output),
     ]
     if kernel_run is not None:
-        parts += capture_kernel.kernel_parts(rebuilder.span_enricher)
+        parts += capture_kernel.kernel_parts(kernel_run.view)
     err.write(head + ", ".join(parts) + "\n")
     if not decoded.tracepoints:
         err.write(
@@ -227,29 +214,3 @@ def decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         err.write(f"otel-userevents: {printable(str(failed))}\n")
         return 1
     return 0
-
-
-def _decode_with_workers(
-    pool: WorkerPool, decoded: DecodedCapture, rebuilder: Rebuilder, output: Output
-) -> None:
-    """As the in-process loop, the CPUs' records merged by timestamp in the same order
-    (the streams in the same order, each CPU's in page order), decoded, checked and
-    encoded by the workers a chunk at a time, a few chunks ahead per CPU; a worker that
-    died is a :class:`.WorkerError` once every record is handed on (its chunks were
-    decoded here)."""
-    assert decoded.cpu_pages is not None
-    pool.add_formats(decoded.formats + decoded.other_formats)
-    streams = decoded.cpu_pages()
-    ahead = max(1, 2 * pool.count // max(1, len(streams)))
-    merged = heapq.merge(*(cpu_records(pool, s, ahead) for s in streams), key=_TIMESTAMP)
-    for batch in batches(merged):  # type: ignore[arg-type]
-        output.write(rebuilder.add(batch))
-    error = pool.error()
-    if error is not None:
-        raise error
-
-
-def _add_stats(stats: DecoderStats, pool: WorkerPool) -> None:
-    for name in ("records", "pages", "corrupt_pages", "undecodable", "pages_with_missed_events",
-                 "other_prefixes"):  # fmt: skip
-        setattr(stats, name, getattr(stats, name) + getattr(pool.stats, name))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Iterator
 from typing import TextIO
 
 from opentelemetry_exporter_userevents.abi.format import parse_format
@@ -35,9 +35,7 @@ from opentelemetry_exporter_userevents.reader.capture import DecodedCapture, Tra
 from opentelemetry_exporter_userevents.reader.capture.decode import BATCH
 from opentelemetry_exporter_userevents.reader.capture.raw_events import RawEvent
 from opentelemetry_exporter_userevents.reader.decode.decoder import DecoderStats, TraceRecord
-from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.reader.live.trace_reader import TraceReader
-from opentelemetry_exporter_userevents.reader.outputs.output import Output
 from opentelemetry_exporter_userevents.reader.terminal_text import printable
 from opentelemetry_exporter_userevents.reader.views.kernel_capture import (
     WATCH_MARK,
@@ -65,7 +63,7 @@ from opentelemetry_exporter_userevents.reader.views.kernel_view import (
     kernel_parts,
 )
 
-__all__ = ["KernelCapture", "kernel_notes", "kernel_parts", "kernel_view_of"]
+__all__ = ["CaptureKernelSource", "KernelCapture", "kernel_parts", "kernel_view_of"]
 _PID = struct.Struct("<i").unpack_from
 
 SPAN = "span"
@@ -78,8 +76,8 @@ more threads writes more marks."""
 
 def kernel_view_of(
     args: argparse.Namespace, decoded: DecodedCapture, err: TextIO
-) -> Callable[[Rebuilder, Output], None]:
-    """The view, and the loop that decodes the file with it (after the first pass)."""
+) -> CaptureKernelSource:
+    """The view, and the source that decodes the file for it (after the first pass)."""
     raw = decoded.raw
     assert raw is not None
     events = CaptureKernelEvents(decoded.capture_formats, parse_groups(args.kernel),
@@ -115,8 +113,25 @@ def kernel_view_of(
                   f"buffers {printable(', '.join(raw.buffers))} read too\n")  # fmt: skip
     view = KernelView(events, int(args.kernel_wait_threshold * 1_000_000))
 
-    def run(rebuilder: Rebuilder, output: Output) -> None:
-        rebuilder.span_enricher = view
+    return CaptureKernelSource(view, events, decoded)
+
+
+class CaptureKernelSource:
+    """``decode --kernel``'s source: the capture's records, ours decoded in-process, and
+    the kernel's fed to the view (:meth:`records`); the view is the join's span
+    enricher."""
+
+    def __init__(
+        self, view: KernelView, events: CaptureKernelEvents, decoded: DecodedCapture
+    ) -> None:
+        self.view, self.events, self.decoded = view, events, decoded
+
+    def batches(self) -> Iterator[list[TraceRecord]]:
+        """Our records by time, in batches; before each, the kernel's up to it are in the
+        view (each at most :data:`.BATCH` records behind the other, so a span is
+        summed once every kernel record before its own is in)."""
+        raw, decoder, events = self.decoded.raw, self.decoded.decoder, self.events
+        assert raw is not None
         kernel: list[RawEvent] = []
         records: list[TraceRecord] = []
         for event in raw.stream(decoder.stats):
@@ -129,21 +144,15 @@ def kernel_view_of(
                 if len(records) < BATCH:
                     continue
             events.take(kernel)
-            output.write(rebuilder.add(records))
+            yield records
             kernel, records = [], []
         events.take(kernel)
-        output.write(rebuilder.add(records))
-        decoded.notes.extend(raw.notes())
+        yield records
+        self.decoded.notes.extend(raw.notes())
 
-    return run
-
-
-def kernel_notes(rebuilder: Rebuilder) -> list[str]:
-    """Why spans were partial, once each."""
-    view = rebuilder.span_enricher
-    if isinstance(view, KernelView) and isinstance(view.events, CaptureKernelEvents):
-        return view.events.notes()
-    return []
+    def notes(self) -> list[str]:
+        """Why spans were partial, once each."""
+        return self.events.notes()
 
 
 class KernelCapture:

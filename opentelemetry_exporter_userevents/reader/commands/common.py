@@ -161,7 +161,7 @@ def workers_of(args: argparse.Namespace) -> int:
     """Decoding workers to use: ``--workers`` for OTLP/JSON lines (with ``--kernel`` too:
     spans come back checked, for the kernel view to add to); 1 (in-process) for the tree
     view and ``--exporter``, which need SDK objects built from whole checked records
-    (:mod:`..workers`)."""
+    (:mod:`..pipeline.worker_pool`)."""
     if args.exporter or args.format == "tree":
         return 1
     return max(1, int(args.workers))

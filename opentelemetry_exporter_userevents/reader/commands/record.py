@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, TextIO
 
 from opentelemetry_exporter_userevents.reader.commands.common import (
@@ -28,26 +27,23 @@ from opentelemetry_exporter_userevents.reader.commands.common import (
     tracefs_of,
     workers_of,
 )
-from opentelemetry_exporter_userevents.reader.decode.decoder import TraceRecord
 from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.reader.live.trace_reader import TraceReader
 from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutput, Output
 from opentelemetry_exporter_userevents.reader.outputs.output_stage import OutputStage
 from opentelemetry_exporter_userevents.reader.outputs.spool import Spool
+from opentelemetry_exporter_userevents.reader.pipeline.decode_stage import DecodeStage
+from opentelemetry_exporter_userevents.reader.pipeline.live_source import LiveSource
+from opentelemetry_exporter_userevents.reader.pipeline.pipeline import Pipeline
+from opentelemetry_exporter_userevents.reader.pipeline.worker_pool import WorkerError
 from opentelemetry_exporter_userevents.reader.terminal_text import printable
 from opentelemetry_exporter_userevents.reader.views.process_view import ProcessViews, live_views
-from opentelemetry_exporter_userevents.reader.worker_loop import Decoded
-from opentelemetry_exporter_userevents.reader.workers import WorkerError, WorkerPool, chunks
 from opentelemetry_exporter_userevents.record.tracepoints import RESOURCE_KIND
 
 if TYPE_CHECKING:  # imported when chosen (--capture, --kernel, the health metrics), so that
     # a reader without them starts sooner
     from opentelemetry_exporter_userevents.reader.outputs.health_metrics import HealthReporter
     from opentelemetry_exporter_userevents.reader.views.kernel_view import KernelView
-
-BUSY_PAGES = 64
-"""A read of at least this many pages starts the workers (``--workers`` above 1): a reader
-that is never busy never starts them."""
 
 
 def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -104,7 +100,13 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     )
     started = time.monotonic()
     health = _health_reporter(args, destination, started)
-    parallel = _Parallel(reader, rebuilder, workers, kernel)
+    pipeline = Pipeline(
+        DecodeStage(reader.decoder, workers, encode_spans=kernel is None),
+        rebuilder,
+        output,
+        LiveSource(reader),
+        kernel,
+    )
     stop_reason = "error"
     failed: WorkerError | None = None
     try:
@@ -113,7 +115,7 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             if kernel is not None:
                 kernel.events.layout = reader.decoder.layout
                 kernel.events.start()
-                reader.on_announced = parallel.watch_announced
+                reader.on_announced = kernel.events.watch_announced
                 err.write(f"otel-userevents: {kernel_clock_line(kernel.events)}\n")
             for line in filter_report(reader):
                 err.write(f"otel-userevents: {printable(line)}\n")
@@ -126,7 +128,7 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
             def rebuild() -> bool:
                 nonlocal next_progress
-                found = parallel.step(output)
+                found = pipeline.step()
                 now = time.monotonic()
                 if (args.progress or err.isatty()) and now >= next_progress:
                     err.write(_summary(reader, rebuilder, output, started, "") + "\n")
@@ -140,15 +142,15 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             try:
                 stop_reason = run_until_stopped(rebuild, deadline, stop, reader.wait)
                 output.stop_by(time.monotonic() + args.stop_timeout)
-                parallel.step(output, last=True)
+                pipeline.step(last=True, deadline=output.deadline)
             except WorkerError as error:  # what was rebuilt is written, then the error
                 failed = error
-            output.write(rebuilder.flush())
+            pipeline.flush()
             if health is not None:  # once at stop: the last counts, what was queued delivered
                 output.wait_idle(output.deadline or time.monotonic())
                 health.report(reader, rebuilder, output, time.monotonic())
     finally:
-        parallel.close()
+        pipeline.close(output.deadline)
         if kernel is not None:
             kernel.events.close()
         reader.close()
@@ -183,106 +185,6 @@ def _health_reporter(
     )
 
     return HealthReporter(interval, started, send, args.spool)
-
-
-class _Parallel:
-    """Reads, and the records they hold to the rebuilder: in-process (``reader.read()``,
-    as with ``--workers 1``) until a read is busy, then through workers.
-
-    With workers, a read's pages (read, then the rescan, as ``reader.read()`` does) go out
-    in chunks; the read before's records come back, concatenated in the order their pages
-    were read and sorted by timestamp (stable), exactly as ``reader.read()`` orders them,
-    and go to the rebuilder: one read in flight, so the workers decode the next while the
-    main process rebuilds and writes. Formats found by a rescan are sent after the pages
-    read before it (decoded without them, as in-process). A worker that dies costs no page
-    (the pool decodes its chunks here): the last step, once every record is handed on,
-    raises :class:`.WorkerError` saying so."""
-
-    def __init__(
-        self,
-        reader: TraceReader,
-        rebuilder: Rebuilder,
-        workers: int,
-        kernel: KernelView | None = None,
-    ) -> None:
-        self.reader = reader
-        self.kernel = kernel
-        """With ``--kernel``: its events are read after ours and before ours are rebuilt,
-        so every kernel event up to a record's time is in the timeline when it is."""
-        self.rebuilder = rebuilder
-        self.workers = workers
-        self.pool: WorkerPool | None = None
-        self.in_flight: list[int] = []
-
-    def step(self, output: Output, last: bool = False) -> bool:
-        """One read (``last``: and every record still in flight); whether it found any."""
-        reader = self.reader
-        if self.pool is None:
-            pages_before = reader.decoder.stats.pages
-            records = reader.read()
-            self._read_kernel(records)
-            output.write(self.rebuilder.add(records))
-            read = reader.decoder.stats.pages - pages_before
-            if self.workers > 1 and read >= BUSY_PAGES and not last:
-                self.pool = WorkerPool(
-                    self.workers,
-                    reader.prefixes,
-                    reader.decoder.layout,
-                    reader.decoder.providers.names,
-                    encode_spans=self.kernel is None,
-                )
-                self.pool.add_formats(text for _system, text in reader.formats())
-            return read > 0
-        pages = [page for _cpu, page in reader.capture()]
-        pool = self.pool
-        tickets = [pool.submit(chunk) for chunk in chunks(pages)]
-        pool.add_formats(text for _system, text in reader.formats())
-        self._deliver(output)
-        self.in_flight = tickets
-        if last:
-            self._deliver(output)
-            error = pool.error()
-            if error is not None:
-                raise error
-        return bool(pages)
-
-    def _deliver(self, output: Output) -> None:
-        assert self.pool is not None
-        records: list[Decoded] = []
-        for ticket in self.in_flight:
-            records += self.pool.result(ticket)
-        self.in_flight = []
-        records.sort(key=_TIMESTAMP if self.kernel is None else _TIMESTAMP_FIELD)
-        self._read_kernel(records)
-        stats, pool_stats = self.reader.decoder.stats, self.pool.stats
-        for name in ("records", "pages", "corrupt_pages", "undecodable",
-                     "pages_with_missed_events", "other_prefixes"):  # fmt: skip
-            setattr(stats, name, getattr(stats, name) + getattr(pool_stats, name))
-            setattr(pool_stats, name, 0)
-        output.write(self.rebuilder.add(records))
-
-    def _read_kernel(self, records: list[TraceRecord] | list[Decoded]) -> None:
-        """List the writers of ``records`` (a new process: every thread of it), then read
-        the kernel's events so far."""
-        if self.kernel is None:
-            return
-        events = self.kernel.events
-        events.watch({record.pid for record in records})
-        events.read()
-
-    def watch_announced(self, pids: set[int]) -> None:
-        """List the writers of announcements (from the thread that answers them, before
-        their tracepoints are enabled), without waiting for the main loop's read."""
-        if self.kernel is not None:
-            self.kernel.events.watch_announced(pids)
-
-    def close(self) -> None:
-        if self.pool is not None:
-            self.pool.close()
-
-
-_TIMESTAMP = itemgetter(0)  # TraceRecord.timestamp, and a worker's record's
-_TIMESTAMP_FIELD = attrgetter("timestamp")  # and a CheckedSpan's (not its first field)
 
 
 def _summary(

@@ -42,7 +42,7 @@ class Joinable(Protocol):
 
 class EncodedRecord(NamedTuple):
     """A span or log a worker checked and encoded as an OTLP/JSON item (see
-    :mod:`..workers`); what the join needs of it, and the item."""
+    :mod:`..pipeline.worker_pool`); what the join needs of it, and the item."""
 
     timestamp: int
     """First: records of several CPUs merge by it, as :class:`.TraceRecord` do."""

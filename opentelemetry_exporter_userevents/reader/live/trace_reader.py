@@ -166,6 +166,9 @@ class TraceReader(InstanceOwner):
         self.incompatible: dict[str, str] = {}
         """Tracepoints with our names but not our schema (not enabled): reasons."""
         self._enabled: dict[tuple[str, str], _Enabled] = {}
+        self._format_log: list[str] = []
+        """The format text of each tracepoint enabled, in the order enabled (it only
+        grows: :meth:`known_formats`)."""
         self.pipes = CpuPipes(self.tracefs, self.instance, _PAGES_PER_READ)
         self._next_scan = 0.0
         self.announcements: AnnouncementListener | None = None
@@ -364,7 +367,7 @@ class TraceReader(InstanceOwner):
         else:
             time.sleep(timeout)
 
-    def _rescan_if_due(self) -> None:
+    def rescan_if_due(self) -> None:
         """Rescan now if a service announced itself, else when the interval has passed
         (the thread that answers announcements does both while it runs)."""
         if self._answering():
@@ -405,6 +408,7 @@ class TraceReader(InstanceOwner):
         except OSError:
             return False
         self._enabled[(system, name)] = _Enabled(system, name, kind, fmt.id, text)
+        self._format_log.append(text)
         return True
 
     @property
@@ -439,7 +443,7 @@ class TraceReader(InstanceOwner):
         for page in self.read_pages():
             self.decoder.decode_page(page, records)
         records.sort(key=lambda record: record.timestamp)
-        self._rescan_if_due()
+        self.rescan_if_due()
         return records
 
     def read_pages(self) -> list[bytes]:
@@ -455,8 +459,16 @@ class TraceReader(InstanceOwner):
         """Like :meth:`read_cpu_pages`, and rescan when due (``record --capture``: pages are
         kept, not decoded, so the reader keeps up with bursts)."""
         pages = self.read_cpu_pages()
-        self._rescan_if_due()
+        self.rescan_if_due()
         return pages
+
+    def known_formats(self) -> list[str]:
+        """The format text of every tracepoint enabled so far, in the order enabled. Taken
+        after pages are read, it holds the format of each of their records: a scan adds a
+        format before it enables the tracepoint, and holds the lock taken here while it
+        does (the decoding workers get these with the pages: :class:`.PageBatch`)."""
+        with self._lock:
+            return list(self._format_log)
 
     def formats(self) -> list[tuple[str, str]]:
         """(system, ``format`` file text) of every tracepoint enabled so far, as it was when

@@ -123,6 +123,13 @@ class KernelView:
         self.budget = budget or ScanBudget()
         self._read = events.reads
 
+    def take_writers(self, pids: set[int]) -> None:
+        """Before a batch of records is joined: list their writers (a new process: every
+        thread of it), then read the kernel's events so far, so every kernel event up to a
+        record's time is in the timeline when the record is."""
+        self.events.watch(pids)
+        self.events.read()
+
     def __call__(self, span: CheckedSpan, writer_tid: int) -> CheckedSpan:
         events = self.events
         writer = events.timeline.process(writer_tid)  # known: most spans, at once

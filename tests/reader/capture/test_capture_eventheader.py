@@ -27,6 +27,7 @@ from opentelemetry_exporter_userevents.reader.decode.eventheader_types import (
     UNKNOWN_FLAGS,
 )
 from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.pipeline import decode_stage
 from tests.reader.capture.test_capture import FORMATS, _capture, _pages, _records
 from tests.reader.decode.eventheader_encoder import E, F
 from tests.support.captures import perf_data, perf_sample
@@ -166,7 +167,7 @@ def test_a_perf_data_of_the_same_records_decodes_to_the_same_output(tmp_path):
 
 
 def test_decode_with_workers_gives_the_same_items_and_counts(tmp_path, monkeypatch):
-    monkeypatch.setattr(capture_command, "WORKERS_FROM", 0)
+    monkeypatch.setattr(decode_stage, "WORKERS_FROM", 0)
     path = _trace_dat(tmp_path)
     one = _decode(path, "--workers", "1")
     two = _decode(path, "--workers", "2")

@@ -14,8 +14,8 @@ from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, MetricsData,
 from opentelemetry.sdk.metrics.export import ScopeMetrics as SdkScopeMetrics
 
 from opentelemetry_exporter_userevents.reader import cli
-from opentelemetry_exporter_userevents.reader.commands import capture as capture_command
 from opentelemetry_exporter_userevents.reader.outputs.otlp_json import metrics_data_request
+from opentelemetry_exporter_userevents.reader.pipeline import decode_stage
 from tests.reader.capture.test_capture import FORMATS, _capture, _pages, _records
 from tests.reader.capture.test_capture_eventheader import (
     EH_FORMATS,
@@ -101,7 +101,7 @@ def test_a_perf_data_of_the_same_records_decodes_to_the_same_metrics(tmp_path):
 
 
 def test_decode_with_workers_gives_the_same_metrics_and_counts(tmp_path, monkeypatch):
-    monkeypatch.setattr(capture_command, "WORKERS_FROM", 0)
+    monkeypatch.setattr(decode_stage, "WORKERS_FROM", 0)
     path = _trace_dat(tmp_path)
     one = _decode(path, "--workers", "1")
     two = _decode(path, "--workers", "2")

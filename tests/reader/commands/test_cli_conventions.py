@@ -21,13 +21,13 @@ from opentelemetry_exporter_userevents.reader.commands import status as status_c
 from opentelemetry_exporter_userevents.reader.commands.common import UsageError, rate
 from opentelemetry_exporter_userevents.reader.commands.record import filter_report
 from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder
+from opentelemetry_exporter_userevents.reader.pipeline.worker_loop import add_formats, decode_chunk
 from opentelemetry_exporter_userevents.reader.private_file import PrivateFileError, open_private
-from opentelemetry_exporter_userevents.reader.worker_loop import add_formats, decode_chunk
 from opentelemetry_exporter_userevents.record import schema
 from opentelemetry_exporter_userevents.record.tracepoints import single_format_name
 from opentelemetry_exporter_userevents.version import __version__
 from tests.reader.capture.test_capture import FORMATS, MULTI, _capture, _pages, _records
-from tests.reader.test_workers import _FakeReader
+from tests.reader.pipeline.test_worker_pool import _FakeReader
 from tests.support.pages import data_event, page, record
 
 README = Path(__file__).resolve().parents[3] / "README.rst"

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from opentelemetry_exporter_userevents.reader.commands.record import _Parallel
+from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder
 from opentelemetry_exporter_userevents.reader.join.rebuild import Telemetry
 from opentelemetry_exporter_userevents.reader.outputs import output_stage
 from opentelemetry_exporter_userevents.reader.outputs.output_stage import (
@@ -22,6 +22,9 @@ from opentelemetry_exporter_userevents.reader.outputs.output_stage import (
     OutputStage,
     estimated_bytes,
 )
+from opentelemetry_exporter_userevents.reader.pipeline.decode_stage import DecodeStage
+from opentelemetry_exporter_userevents.reader.pipeline.page_batch import PageBatch
+from opentelemetry_exporter_userevents.reader.pipeline.pipeline import Pipeline
 from tests.reader.outputs.test_otlp_proto_direct import _joined, _log, _span
 
 
@@ -157,13 +160,12 @@ def test_the_read_loop_hands_batches_to_the_stage_without_waiting() -> None:
     """One step of the record loop with a stuck output returns (today's loop called the
     output's ``write`` in the step)."""
 
-    class Reader:
-        def __init__(self) -> None:
-            self.decoder = type("D", (), {"stats": type("S", (), {"pages": 0})()})()
+    class Source:
+        def read(self) -> PageBatch:
+            return PageBatch([], ())
 
-        def read(self) -> list[Any]:
-            self.decoder.stats.pages += 1
-            return []
+        def discover(self) -> None:
+            pass
 
     class Rebuilder:
         def add(self, records: Any) -> list[Any]:
@@ -171,10 +173,10 @@ def test_the_read_loop_hands_batches_to_the_stage_without_waiting() -> None:
 
     output = Blocking()
     stage = OutputStage(output, stop_timeout=0.2)
-    parallel = _Parallel(Reader(), Rebuilder(), 1)  # type: ignore[arg-type]
+    parallel = Pipeline(DecodeStage(RecordDecoder(["*"])), Rebuilder(), stage, Source())  # type: ignore[arg-type]
     stepped = threading.Event()
     threading.Thread(
-        target=lambda: [parallel.step(stage) for _ in range(3)] and stepped.set(), daemon=True
+        target=lambda: [parallel.step() for _ in range(3)] and stepped.set(), daemon=True
     ).start()
     assert stepped.wait(30)
     stage.close()

@@ -26,7 +26,7 @@ from opentelemetry_exporter_userevents.reader.outputs.sdk_objects import (
     sdk_objects,
 )
 from opentelemetry_exporter_userevents.reader.outputs.tree_view import TreeView
-from opentelemetry_exporter_userevents.reader.worker_loop import check_and_encode
+from opentelemetry_exporter_userevents.reader.pipeline.worker_loop import check_and_encode
 from tests.reader.join.test_rebuild import (
     _rid,
     check_same_log,

@@ -21,10 +21,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from opentelemetry_exporter_userevents._export.span_encoder import encode_span
 from opentelemetry_exporter_userevents.abi.ring_buffer import FTRACE_MAX_PAYLOAD, PageLayout
-from opentelemetry_exporter_userevents.reader import cli, worker_loop
+from opentelemetry_exporter_userevents.reader import cli
 from opentelemetry_exporter_userevents.reader.commands import record as record_command
 from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder
 from opentelemetry_exporter_userevents.reader.decode.validation import RecordChecker
+from opentelemetry_exporter_userevents.reader.pipeline import decode_stage, worker_loop
 from opentelemetry_exporter_userevents.reader.views import kernel_events
 from opentelemetry_exporter_userevents.reader.views.kernel_events import KernelEvents
 from opentelemetry_exporter_userevents.reader.views.kernel_processes import ProcessKey
@@ -36,7 +37,7 @@ from tests.reader.capture.test_capture import (
     _resource_payload,
 )
 from tests.reader.capture.test_capture_eventheader import EH_FORMATS, RUST_ID
-from tests.reader.test_workers import _FakeReader, _items, _spread
+from tests.reader.pipeline.test_worker_pool import _FakeReader, _items, _spread
 from tests.reader.views.test_kernel_view import _Formats, _record
 from tests.support.eventheader_captures import eventheader_record, rust_span
 from tests.support.pages import record
@@ -132,7 +133,7 @@ def _record_with(count: str, monkeypatch: Any) -> tuple[Any, ...]:
     reads = [pages[:70], pages[70:140], pages[140:]]  # the first busy: workers start
     pools: list[int] = []
 
-    class Pool(record_command.WorkerPool):
+    class Pool(decode_stage.WorkerPool):
         def __init__(self, workers: int, *args: Any, **kwargs: Any) -> None:
             pools.append(workers)
             super().__init__(workers, *args, **kwargs)
@@ -142,7 +143,7 @@ def _record_with(count: str, monkeypatch: Any) -> tuple[Any, ...]:
     reader = _Reader(reads)
     monkeypatch.setattr(record_command, "tracefs_of", lambda args: None)
     monkeypatch.setattr(record_command, "TraceReader", lambda *a, **k: reader)
-    monkeypatch.setattr(record_command, "WorkerPool", Pool)
+    monkeypatch.setattr(decode_stage, "WorkerPool", Pool)
     monkeypatch.setattr(kernel_events, "KernelEvents", _Kernel)
     out, err = io.StringIO(), io.StringIO()
     assert record_command.record(args, out, err) == 0

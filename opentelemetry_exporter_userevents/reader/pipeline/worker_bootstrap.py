@@ -1,7 +1,7 @@
 # Copyright The OpenTelemetry Authors
 # SPDX-License-Identifier: Apache-2.0
 
-"""Where a decoding worker (``--workers``, :mod:`.workers`) starts: it ignores Ctrl-C,
+"""Where a decoding worker (``--workers``, :mod:`.worker_pool`) starts: it ignores Ctrl-C,
 SIGTERM and SIGHUP before anything else, so a stop never kills a worker that holds pages
 the kernel no longer has (the main process decides when workers stop: it closes their
 pipe).
@@ -31,7 +31,7 @@ def main(*args: Any) -> None:
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)  # a pending one is discarded
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-    from opentelemetry_exporter_userevents.reader.worker_loop import serve  # noqa: PLC0415
+    from opentelemetry_exporter_userevents.reader.pipeline.worker_loop import serve  # noqa: PLC0415
 
     serve(*args)
 

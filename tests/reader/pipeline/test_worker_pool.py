@@ -26,23 +26,30 @@ from hypothesis import strategies as st
 
 from opentelemetry_exporter_userevents.abi.format import parse_format
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
-from opentelemetry_exporter_userevents.reader import cli, worker_count, worker_loop, workers
+from opentelemetry_exporter_userevents.reader import cli
 from opentelemetry_exporter_userevents.reader.commands import capture as capture_command
 from opentelemetry_exporter_userevents.reader.commands import record as record_command
 from opentelemetry_exporter_userevents.reader.decode.decoder import DecoderStats, RecordDecoder
 from opentelemetry_exporter_userevents.reader.decode.validation import RecordChecker
 from opentelemetry_exporter_userevents.reader.live.eventheader_providers import ProviderDiscovery
+from opentelemetry_exporter_userevents.reader.pipeline import (
+    decode_stage,
+    worker_count,
+    worker_loop,
+)
+from opentelemetry_exporter_userevents.reader.pipeline import worker_pool as workers
 from tests.reader.capture.test_capture import FORMATS, _capture, _records
 from tests.support.otlp import flatten
 from tests.support.pages import data_event, page
 from tests.support.span_fixtures import make_logs, make_spans
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
+FORMAT_TEXTS = [text for _system, text in FORMATS]
 
 
 @pytest.fixture(autouse=True)
 def _workers_for_any_size(monkeypatch):
-    monkeypatch.setattr(capture_command, "WORKERS_FROM", 0)
+    monkeypatch.setattr(decode_stage, "WORKERS_FROM", 0)
 
 
 def _items(lines: list[dict], kind: str) -> Counter[str]:
@@ -164,9 +171,8 @@ def test_a_killed_workers_chunks_are_decoded_in_process_and_reported():
     pages = _chunk_pages()
     pool = workers.WorkerPool(2, ["*"], PageLayout())
     try:
-        pool.add_formats(text for _system, text in FORMATS)
         os.kill(pool._processes[1].pid, signal.SIGKILL)
-        tickets = [pool.submit([page]) for page in pages]
+        tickets = [pool.submit([page], FORMAT_TEXTS) for page in pages]
         got = [record for ticket in tickets for record in pool.result(ticket)]
     finally:
         pool.close()
@@ -187,11 +193,10 @@ def test_a_stuck_worker_is_killed_and_its_chunks_decoded_in_process(monkeypatch,
     pool = workers.WorkerPool(1, ["*"], PageLayout())
     process = pool._processes[0]
     try:
-        pool.add_formats(text for _system, text in FORMATS)
         if started:
-            assert pool.result(pool.submit(pages[:1])) == _in_process(pages[:1])
+            assert pool.result(pool.submit(pages[:1], FORMAT_TEXTS)) == _in_process(pages[:1])
         os.kill(process.pid, signal.SIGSTOP)  # alive, never answers (still importing, or not)
-        assert pool.result(pool.submit(pages)) == _in_process(pages)
+        assert pool.result(pool.submit(pages, FORMAT_TEXTS)) == _in_process(pages)
     finally:
         pool.close()
     assert process.exitcode == -signal.SIGKILL
@@ -207,8 +212,8 @@ def test_decode_with_a_dead_worker_writes_every_record_and_exits_non_zero(tmp_pa
     one = _decode(path, "--workers", "1")
     real = workers.WorkerPool.submit
 
-    def submit_then_die(self, pages):
-        ticket = real(self, pages)
+    def submit_then_die(self, pages, formats):
+        ticket = real(self, pages, formats)
         if ticket == 2:
             os.kill(self._processes[0].pid, signal.SIGKILL)
         return ticket
@@ -232,12 +237,13 @@ def test_the_main_process_decodes_while_its_worker_starts():
     process = pool._processes[0]
     try:
         os.kill(process.pid, signal.SIGSTOP)  # a spawned interpreter takes far longer
-        pool.add_formats(text for _system, text in FORMATS)
-        tickets = [pool.submit([page]) for page in pages]
+        tickets = [pool.submit([page], FORMAT_TEXTS) for page in pages]
         assert pool.decoded_here == len(pages) - workers.WINDOW  # all but its window
         os.kill(process.pid, signal.SIGCONT)
         got = [record for ticket in tickets for record in pool.result(ticket)]
-        assert pool.result(pool.submit(pages[:1])) == _in_process(pages[:1])  # its turn
+        assert pool.result(pool.submit(pages[:1], FORMAT_TEXTS)) == _in_process(
+            pages[:1]
+        )  # its turn
     finally:
         pool.close()
     assert got == _in_process(pages)
@@ -252,7 +258,7 @@ def test_chunks_in_flight_are_bounded_by_the_window():
     try:
         tickets = []
         for _ in range(20):
-            tickets.append(pool.submit([bytes(4096)] * 4))
+            tickets.append(pool.submit([bytes(4096)] * 4, FORMAT_TEXTS))
             most = max(most, *pool._in_flight)
         assert most <= workers.WINDOW
         assert all(pool.result(t) == [] for t in tickets)
@@ -264,9 +270,9 @@ def test_chunks_in_flight_are_bounded_by_the_window():
 def test_workers_ignore_ctrl_c_and_stop_when_their_pipe_closes():
     pool = workers.WorkerPool(1, ["*"], PageLayout())
     process = pool._processes[0]
-    pool.result(pool.submit([bytes(4096)]))  # started: its handlers are set
+    pool.result(pool.submit([bytes(4096)], FORMAT_TEXTS))  # started: its handlers are set
     os.kill(process.pid, signal.SIGINT)
-    assert pool.result(pool.submit([bytes(4096)])) == []
+    assert pool.result(pool.submit([bytes(4096)], FORMAT_TEXTS)) == []
     pool.close()
     assert process.exitcode == 0
 
@@ -296,18 +302,14 @@ class _FakeReader:
     def start(self) -> None:
         pass
 
-    def capture(self) -> list[tuple[int, bytes]]:
+    def read_cpu_pages(self) -> list[tuple[int, bytes]]:
         return self.reads.pop(0) if self.reads else []
 
-    def read(self) -> list:
-        records: list = []
-        for _cpu, raw in self.capture():
-            self.decoder.decode_page(raw, records)
-        records.sort(key=lambda record: record.timestamp)
-        return records
+    def known_formats(self) -> list[str]:
+        return FORMAT_TEXTS
 
-    def formats(self) -> list[tuple[str, str]]:
-        return FORMATS
+    def rescan_if_due(self) -> None:
+        pass
 
     def wait(self, seconds: float) -> None:
         pass
@@ -347,10 +349,11 @@ def test_record_with_workers_writes_what_it_writes_in_process(monkeypatch):
 
 
 def test_decoder_stats_add_up():
-    stats = DecoderStats()
-    pool = SimpleNamespace(stats=DecoderStats(1, 2, 3, 4, 5))
-    capture_command._add_stats(stats, pool)  # type: ignore[arg-type]
-    assert stats == DecoderStats(1, 2, 3, 4, 5)
+    stage = decode_stage.DecodeStage(RecordDecoder(["*"]))
+    stage.pool = SimpleNamespace(stats=DecoderStats(1, 2, 3, 4, 5, 6))  # type: ignore[assignment]
+    stage._add_pool_stats()
+    stage._add_pool_stats()  # moved, not added twice
+    assert stage.decoder.stats == DecoderStats(1, 2, 3, 4, 5, 6)
 
 
 def _two_reads() -> list[list[tuple[int, bytes]]]:
@@ -395,7 +398,7 @@ def test_a_stop_while_workers_start_loses_no_page(tmp_path, monkeypatch):
     (tmp_path / "reads").write_bytes(pickle.dumps(reads))
     code = "; ".join(
         [
-            "import sys, tests.reader.test_workers as t",
+            "import sys, tests.reader.pipeline.test_worker_pool as t",
             "sys.exit(t._stop_while_workers_start(*sys.argv[1:]))",
         ]
     )

@@ -1,7 +1,7 @@
 # Copyright The OpenTelemetry Authors
 # SPDX-License-Identifier: Apache-2.0
 
-"""What a decoding worker does with a chunk of pages (:mod:`.workers`): decode, check at
+"""What a decoding worker does with a chunk of pages (:mod:`.worker_pool`): decode, check at
 the validation boundary, and encode each span or log as its OTLP/JSON item; the main
 process does the same with a chunk whose worker died (:func:`decode_chunk`), so the result
 is the same either way.

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 
 """How many decoding workers by default: a module of its own, so that the command line
-shows the default without importing the workers (:mod:`.workers`)."""
+shows the default without importing the workers (:mod:`.worker_pool`)."""
 
 from __future__ import annotations
 

@@ -43,8 +43,9 @@ import multiprocessing
 import queue
 import signal
 import threading
+import time
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -53,8 +54,11 @@ from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
 from opentelemetry_exporter_userevents.reader.decode.decoder import DecoderStats, RecordDecoder
 from opentelemetry_exporter_userevents.reader.decode.eventheader_check import EventHeaderChecker
 from opentelemetry_exporter_userevents.reader.decode.validation import RecordChecker
-from opentelemetry_exporter_userevents.reader.worker_bootstrap import main, stop_signals_blocked
-from opentelemetry_exporter_userevents.reader.worker_loop import (
+from opentelemetry_exporter_userevents.reader.pipeline.worker_bootstrap import (
+    main,
+    stop_signals_blocked,
+)
+from opentelemetry_exporter_userevents.reader.pipeline.worker_loop import (
     Decoded,
     Stats,
     add_formats,
@@ -77,6 +81,9 @@ emulation); then it is taken as stuck: killed, its chunks decoded in the main pr
 RESULT_WAIT = 60.0
 """Seconds the main process waits on a started worker that has chunks and sends nothing
 (a chunk takes a fraction of a second); then it is taken as stuck, as above."""
+CLOSE_WAIT = 5.0
+"""Seconds :meth:`WorkerPool.close` waits, for all the workers together, when the caller
+gives no deadline (a worker exits as soon as its pipe closes)."""
 WAIT_SLICE = 1.0
 """The main process waits in slices of this many seconds and counts only slices that ended
 with nothing heard: a reader that was itself stopped (Ctrl-Z) never takes a worker as
@@ -142,6 +149,11 @@ class WorkerPool:
         self._next_ticket = 0
         self._next_worker = 0
         self._formats: list[str] = []
+        """The format texts sent to the workers, in order."""
+        self._known: set[str] = set()
+        self._seen = 0
+        """How many of the source's formats were looked at (:meth:`_learn`)."""
+        self._started_tracker = _tracker_pid() is None
         self._local: tuple[int, RecordDecoder] | None = None
         self._checker = RecordChecker()
         self._eventheader_checker = EventHeaderChecker()
@@ -190,20 +202,27 @@ class WorkerPool:
     def count(self) -> int:
         return len(self._processes)
 
-    def add_formats(self, texts: Iterable[str]) -> None:
-        """Formats to decode with, from now on (each sent once, to every worker, in order
-        with the chunks: a chunk submitted before decodes without them)."""
-        new = [text for text in texts if text not in self._formats]
+    def _learn(self, formats: Sequence[str]) -> None:
+        """Send every live worker the formats of ``formats`` it has not had, ahead of the
+        chunk that comes with them (a worker's pipe keeps the order)."""
+        if len(formats) <= self._seen:
+            return
+        new = [text for text in formats[self._seen :] if text not in self._known]
+        self._seen = len(formats)
         if new:
             self._formats += new
+            self._known.update(new)
             for number in range(self.count):
                 if self._alive[number]:
                     self._send(number, ("formats", new))
 
-    def submit(self, pages: Sequence[bytes | memoryview]) -> int:
+    def submit(self, pages: Sequence[bytes | memoryview], formats: Sequence[str]) -> int:
         """Hand a chunk of pages to the next live worker (none left, or it is still
         starting with :data:`WINDOW` chunks waiting and no worker has anything to take:
-        decode it here); return its ticket."""
+        decode it here); return its ticket. ``formats``: every format text the source
+        knew once these pages were read, in the order it learnt them (it only grows): the
+        ones not sent yet go first, so no chunk reaches a worker before its formats."""
+        self._learn(formats)
         ticket = self._next_ticket
         self._next_ticket += 1
         chunk = [bytes(page) for page in pages]
@@ -230,10 +249,12 @@ class WorkerPool:
         self._send(number, ("pages", ticket, chunk))
         return ticket
 
-    def result(self, ticket: int) -> list[Decoded]:
-        """The chunk's records, in page order (waits for them)."""
+    def result(self, ticket: int, deadline: float | None = None) -> list[Decoded]:
+        """The chunk's records, in page order (waits for them; past ``deadline``, a
+        ``time.monotonic()`` reading, the workers still busy are killed and the pages they
+        held counted lost: the stop's deadline covers the workers)."""
         while ticket not in self._done:
-            self._receive()
+            self._receive(deadline)
         return self._done.pop(ticket)
 
     def error(self) -> WorkerError | None:
@@ -252,14 +273,18 @@ class WorkerPool:
     def _send(self, number: int, message: Any) -> None:
         self._feeds[number].put(message)  # a worker that is gone: seen in _receive
 
-    def _receive(self) -> None:
+    def _receive(self, deadline: float | None = None) -> None:
         """Take one chunk's records, or take out a worker that died (its chunks decoded
-        here)."""
+        here) or that is still busy at ``deadline`` (its chunks counted lost)."""
         busy = [n for n in range(self.count) if self._alive[n] and self._in_flight[n]]
         if not busy:
             raise RuntimeError("no chunk in flight")  # a ticket never submitted, or taken
         objects = [self._results[n] for n in busy] + [self._processes[n].sentinel for n in busy]
-        while not (ready := wait(objects, WAIT_SLICE)):
+        while not (ready := wait(objects, _slice(deadline))):
+            if deadline is not None and time.monotonic() >= deadline:
+                for number in busy:
+                    self._fail(number, "was still busy at the stop deadline (killed)", False)
+                return
             stuck = False
             for number in busy:
                 self._waited[number] += WAIT_SLICE
@@ -297,8 +322,9 @@ class WorkerPool:
                 self._fail(number)
                 return
 
-    def _fail(self, number: int, how: str | None = None) -> None:
-        """Take worker ``number`` out: its chunks decoded here, its death noted."""
+    def _fail(self, number: int, how: str | None = None, decode_held: bool = True) -> None:
+        """Take worker ``number`` out: its chunks decoded here (``decode_held`` off, past
+        the stop deadline: counted lost), its death noted."""
         if not self._alive[number]:
             return
         self._alive[number] = False
@@ -310,9 +336,15 @@ class WorkerPool:
         for ticket in [t for t, held in self._chunks.items() if held[0] == number]:
             _, chunk, known = self._chunks.pop(ticket)
             self._in_flight[number] -= 1
-            self._decode_here(ticket, chunk, known)
+            if decode_held:
+                self._decode_here(ticket, chunk, known)
+            else:
+                self._done[ticket] = []
+                self.lost_pages += len(chunk)
         what = f"the {self.recovered_pages - recovered} pages it held were decoded in-process"
-        if self.lost_pages > lost:
+        if not decode_held:
+            what = f"the {self.lost_pages - lost} pages it held are lost (not decoded by then)"
+        elif self.lost_pages > lost:
             what += f", {self.lost_pages - lost} could not be and are lost"
         self.failures.append(f"decoding worker {number} (pid {process.pid}) {how}; {what}")
 
@@ -365,13 +397,17 @@ class WorkerPool:
             return f"was killed by {signal.Signals(-code).name}"
         return f"exited with status {code}"
 
-    def close(self) -> None:
-        """Stop the workers (their pipes closed: they exit); kill any that does not.
-        Idempotent."""
+    def close(self, deadline: float | None = None) -> None:
+        """Stop the workers (their pipes closed: they exit); kill any still running at
+        ``deadline`` (a ``time.monotonic()`` reading; by default :data:`CLOSE_WAIT` from
+        now, for all of them together); stop the resource tracker the pool started (it
+        holds the command's standard output and error open). Idempotent."""
+        if deadline is None:
+            deadline = time.monotonic() + CLOSE_WAIT
         for feed in self._feeds:
             feed.put(None)  # after what it holds; then the worker's pipe is closed
         for process in self._processes:
-            process.join(5.0)
+            process.join(max(0.0, deadline - time.monotonic()))
             if process.is_alive():
                 process.kill()
                 process.join()
@@ -381,12 +417,40 @@ class WorkerPool:
             connection.close()
         self._tasks, self._results, self._processes = [], [], []
         self._feeds, self._feeders = [], []
+        if self._started_tracker:
+            self._started_tracker = False
+            _stop_tracker()
 
     def __enter__(self) -> WorkerPool:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _slice(deadline: float | None) -> float:
+    """How long one wait for a worker lasts: :data:`WAIT_SLICE`, less near ``deadline``."""
+    if deadline is None:
+        return WAIT_SLICE
+    return max(0.0, min(WAIT_SLICE, deadline - time.monotonic()))
+
+
+def _tracker_pid() -> int | None:
+    """The resource tracker's pid if this process started one (CPython's own; spawned
+    workers make it start)."""
+    tracker = getattr(resource_tracker, "_resource_tracker", None)
+    return getattr(tracker, "_pid", None)
+
+
+def _stop_tracker() -> None:
+    """Stop the resource tracker, which the workers needed and nothing else uses: a
+    command that started workers exits leaving no process behind it, holding its output."""
+    stop = getattr(getattr(resource_tracker, "_resource_tracker", None), "_stop", None)
+    if stop is not None:
+        try:
+            stop()
+        except (OSError, ChildProcessError):
+            pass  # gone already
 
 
 def _feed(messages: queue.SimpleQueue[Any], connection: Connection) -> None:
@@ -407,19 +471,24 @@ def chunks(pages: Sequence[Any], size: int = CHUNK_PAGES) -> Iterator[Sequence[A
 
 
 def cpu_records(
-    pool: WorkerPool, pages: Iterator[Any], ahead: int, size: int = CHUNK_PAGES
+    pool: WorkerPool,
+    pages: Iterator[Any],
+    formats: Sequence[str],
+    ahead: int,
+    size: int = CHUNK_PAGES,
 ) -> Iterator[Decoded]:
-    """One CPU's records (in page order), its chunks decoded ``ahead`` at a time."""
+    """One CPU's records (in page order), its chunks decoded ``ahead`` at a time, with
+    ``formats`` (a capture's: all of them from the start)."""
     tickets: deque[int] = deque()
     chunk: list[Any] = []
     for page in pages:
         chunk.append(page)
         if len(chunk) >= size:
-            tickets.append(pool.submit(chunk))
+            tickets.append(pool.submit(chunk, formats))
             chunk = []
             if len(tickets) > ahead:
                 yield from pool.result(tickets.popleft())
     if chunk:
-        tickets.append(pool.submit(chunk))
+        tickets.append(pool.submit(chunk, formats))
     while tickets:
         yield from pool.result(tickets.popleft())

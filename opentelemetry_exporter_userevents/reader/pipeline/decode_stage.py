@@ -1,0 +1,141 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""The decode stage: pages in, records out by timestamp, decoded, and with workers checked
+and encoded too (:mod:`.worker_loop`).
+
+It runs in this process, or in worker processes (``--workers`` above 1: :class:`.WorkerPool`)
+once a read is busy (:data:`BUSY_PAGES`) or a capture is large (:data:`WORKERS_FROM`);
+either way the join gets the same records in the same order (the workers' are checked and
+encoded already: the join takes both alike). Live, one read is in flight: the workers
+decode a read while the main process joins and delivers the one before. The formats come
+with the pages (:class:`.PageBatch`), so a worker never has a page before its format.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator, Sequence
+from operator import attrgetter, itemgetter
+
+from opentelemetry_exporter_userevents.reader.capture.decode import DecodedCapture
+from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder, TraceRecord
+from opentelemetry_exporter_userevents.reader.pipeline.page_batch import PageBatch
+from opentelemetry_exporter_userevents.reader.pipeline.worker_loop import Decoded
+from opentelemetry_exporter_userevents.reader.pipeline.worker_pool import (
+    WorkerError,
+    WorkerPool,
+    chunks,
+    cpu_records,
+)
+
+BUSY_PAGES = 64
+"""A read of at least this many pages starts the workers (``--workers`` above 1): a reader
+that is never busy never starts them."""
+WORKERS_FROM = 4 << 20
+"""Captures smaller than this decode in-process whatever ``--workers`` says: starting
+interpreters would cost more than it saves."""
+_STATS = ("records", "pages", "corrupt_pages", "undecodable", "pages_with_missed_events",
+          "other_prefixes")  # fmt: skip
+_TIMESTAMP = itemgetter(0)  # TraceRecord.timestamp, and a worker's record's
+_TIMESTAMP_FIELD = attrgetter("timestamp")  # and a CheckedSpan's (not its first field)
+
+
+class DecodeStage:
+    """Decodes a source's pages with ``decoder`` (the source's: its formats, its counts in
+    ``decoder.stats``, the workers' added in), in this process or with ``workers``."""
+
+    def __init__(self, decoder: RecordDecoder, workers: int = 1, encode_spans: bool = True) -> None:
+        """``encode_spans`` off (``--kernel``): the workers send spans back checked, not
+        encoded, for the kernel view to add to them."""
+        self.decoder = decoder
+        self.workers = workers
+        self.encode_spans = encode_spans
+        self.pool: WorkerPool | None = None
+        self._in_flight: list[int] = []
+
+    # --- live: a read at a time -------------------------------------------------------
+
+    def take(self, batch: PageBatch, last: bool = False) -> Sequence[Decoded]:
+        """A read's records, by timestamp: this one's in-process; with workers, the read
+        before's (this one is left in flight: :meth:`drain`). A busy read starts the
+        workers (never the ``last``)."""
+        if self.pool is None:
+            records: list[TraceRecord] = []
+            for _cpu, page in batch.pages:
+                self.decoder.decode_page(page, records)
+            records.sort(key=_TIMESTAMP)
+            if self.workers > 1 and len(batch.pages) >= BUSY_PAGES and not last:
+                self.pool = self._pool()
+            return records
+        pool = self.pool
+        pages = [page for _cpu, page in batch.pages]
+        tickets = [pool.submit(chunk, batch.formats) for chunk in chunks(pages)]
+        ready = self._collect()
+        self._in_flight = tickets
+        return ready
+
+    def drain(self, deadline: float | None = None) -> Sequence[Decoded]:
+        """The records still in flight. Past ``deadline`` (the stop's), the workers still
+        busy are killed and their pages counted lost (:attr:`.WorkerPool.lost_pages`)."""
+        return self._collect(deadline) if self.pool is not None else []
+
+    def _collect(self, deadline: float | None = None) -> list[Decoded]:
+        assert self.pool is not None
+        records: list[Decoded] = []
+        for ticket in self._in_flight:
+            records += self.pool.result(ticket, deadline)
+        self._in_flight = []
+        records.sort(key=_TIMESTAMP if self.encode_spans else _TIMESTAMP_FIELD)
+        self._add_pool_stats()
+        return records
+
+    # --- a capture: every CPU's pages ---------------------------------------------------
+
+    def capture_records(self, capture: DecodedCapture) -> Iterator[Decoded]:
+        """A capture's records by timestamp (the CPUs merged in the same order in-process
+        and with workers, each CPU's in page order): with workers, a trace.dat of at least
+        :data:`WORKERS_FROM` bytes, decoded a chunk at a time, a few chunks ahead per CPU;
+        else in-process, as :attr:`.DecodedCapture.records` decodes them."""
+        if self.workers <= 1 or capture.cpu_pages is None or capture.size < WORKERS_FROM:
+            yield from capture.records
+            return
+        self.pool = pool = self._pool()
+        formats = capture.formats + capture.other_formats
+        streams = capture.cpu_pages()
+        ahead = max(1, 2 * pool.count // max(1, len(streams)))
+        try:
+            yield from heapq.merge(
+                *(cpu_records(pool, stream, formats, ahead) for stream in streams), key=_TIMESTAMP
+            )
+        finally:
+            self._add_pool_stats()
+
+    # --- the end ------------------------------------------------------------------------
+
+    def error(self) -> WorkerError | None:
+        """Workers that died or failed, and what became of their pages; None if none did."""
+        return self.pool.error() if self.pool is not None else None
+
+    def close(self, deadline: float | None = None) -> None:
+        """Stop the workers (by ``deadline``, a ``time.monotonic()`` reading, if given)."""
+        if self.pool is not None:
+            self.pool.close(deadline)
+
+    def _pool(self) -> WorkerPool:
+        decoder = self.decoder
+        return WorkerPool(
+            self.workers,
+            decoder.prefixes,
+            decoder.layout,
+            decoder.providers.names,
+            encode_spans=self.encode_spans,
+        )
+
+    def _add_pool_stats(self) -> None:
+        """Move what the workers counted into the decoder's stats (the summary's)."""
+        assert self.pool is not None
+        stats, pool_stats = self.decoder.stats, self.pool.stats
+        for name in _STATS:
+            setattr(stats, name, getattr(stats, name) + getattr(pool_stats, name))
+            setattr(pool_stats, name, 0)

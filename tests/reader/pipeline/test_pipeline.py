@@ -1,0 +1,148 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""The pipeline as ``record`` wires it: the formats travel with the pages, so a tracepoint
+enabled between two reads of a busy reader is decoded by its workers from its first
+record; the stop's deadline covers the workers."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import signal
+import time
+
+from opentelemetry_exporter_userevents.abi.format import parse_format
+from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
+from opentelemetry_exporter_userevents.reader import cli
+from opentelemetry_exporter_userevents.reader.commands import record as record_command
+from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder
+from opentelemetry_exporter_userevents.reader.pipeline import worker_pool
+from tests.reader.capture.test_capture import FORMATS, _records
+from tests.reader.pipeline.test_worker_pool import (
+    FORMAT_TEXTS,
+    _chunk_pages,
+    _FakeReader,
+    _items,
+    _spread,
+)
+from tests.support.span_fixtures import make_logs, make_spans
+
+SPANS, LOGS = 40, 8
+"""Copies of the fixtures' spans and logs: more than 64 pages of spans (a busy read)."""
+
+
+class _EnablingReader(_FakeReader):
+    """A live reader whose scan enables tracepoints between reads, as the announcement
+    thread does: a format is added to the decoder before its tracepoint is enabled, so a
+    read holds records only of tracepoints whose formats were known when it was read."""
+
+    def __init__(self, reads: list, enabled: list[list[tuple[str, str]]]) -> None:
+        super().__init__(reads)
+        self.decoder = RecordDecoder(["*"])
+        self.enabled = enabled
+        self.known: list[str] = []
+
+    def _scan(self) -> None:
+        for _system, text in self.enabled.pop(0) if self.enabled else []:
+            try:
+                self.decoder.add(parse_format(text))
+            except ValueError:
+                continue
+            self.known.append(text)
+
+    def read_cpu_pages(self) -> list[tuple[int, bytes]]:
+        self._scan()  # enabled just before this read, after the one before
+        return super().read_cpu_pages()
+
+    def known_formats(self) -> list[str]:
+        return list(self.known)
+
+
+def _record(reader: _FakeReader, workers: str, monkeypatch) -> tuple:  # type: ignore[no-untyped-def]
+    args = cli.parser().parse_args(["record", "--duration", "0.3", "--no-resource-detection",
+                                    "--workers", workers])  # fmt: skip
+    monkeypatch.setattr(record_command, "tracefs_of", lambda args: None)
+    monkeypatch.setattr(record_command, "TraceReader", lambda *a, **k: reader)
+    out, err = io.StringIO(), io.StringIO()
+    status = record_command.record(args, out, err)
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    return status, _items(lines, "spans"), _items(lines, "logs"), err.getvalue()
+
+
+def test_a_tracepoint_enabled_between_busy_reads_is_decoded_by_the_workers(monkeypatch):
+    """The first read is busy (the workers start); the log tracepoint is enabled just
+    before the second, which holds its first records. Before the pipeline, the workers had
+    the second read's pages before the log format (sent after them): every log was lost,
+    counted undecodable."""
+    _, _, raws = _records(make_spans() * SPANS, make_logs() * LOGS)
+    logs = len(make_logs()) * LOGS
+    spans_part, logs_part = raws[: -logs - 1], raws[-logs - 1 :]  # the last: not ours
+    reads = [_spread(spans_part, 2, 1, [0, 3, 1]), _spread(logs_part, 2, 1, [0, 3, 1])]
+    assert len(reads[0]) >= 64
+    span_formats = [(s, t) for s, t in FORMATS if "otel_log_" not in t]
+    log_formats = [(s, t) for s, t in FORMATS if "otel_log_" in t]
+    everything_known = _record(_EnablingReader([list(r) for r in reads], [FORMATS]), "1",
+                               monkeypatch)  # fmt: skip
+    assert sum(everything_known[2].values()) > 0
+    for workers in ("1", "2"):
+        reader = _EnablingReader([list(r) for r in reads], [span_formats, log_formats])
+        found = _record(reader, workers, monkeypatch)
+        assert found[:3] == everything_known[:3]
+        assert _counts(found[3]) == _counts(everything_known[3])
+
+
+def _counts(summary: str) -> str:
+    """The summary without its times and rates."""
+    return re.sub(r"in [0-9.]+ s \([0-9.,]+/s\)", "", summary)
+
+
+def test_the_stop_deadline_covers_a_stuck_worker():
+    """A worker that stops answering while the reader stops is killed at the stop's
+    deadline, its pages counted lost and said, however long the wait for a stuck worker
+    (:data:`.RESULT_WAIT`, 60 s) or a starting one (:data:`.START_WAIT`, 600 s)."""
+    pages = _chunk_pages()
+    pool = worker_pool.WorkerPool(1, ["*"], PageLayout())
+    process = pool._processes[0]
+    try:
+        assert pool.result(pool.submit(pages[:1], FORMAT_TEXTS)) != []  # started
+        os.kill(process.pid, signal.SIGSTOP)
+        ticket = pool.submit(pages, FORMAT_TEXTS)
+        deadline = time.monotonic() + 0.5
+        assert pool.result(ticket, deadline) == []
+        assert time.monotonic() < deadline + worker_pool.WAIT_SLICE
+    finally:
+        pool.close(time.monotonic())
+    assert process.exitcode == -signal.SIGKILL
+    assert pool.lost_pages == len(pages)
+    assert re.fullmatch(rf"decoding worker 0 \(pid \d+\) was still busy at the stop deadline "
+                        rf"\(killed\); the {len(pages)} pages it held are lost \(not decoded by "
+                        r"then\)", str(pool.error())), pool.error()  # fmt: skip
+
+
+def test_close_waits_for_all_the_workers_together_until_its_deadline():
+    """Before, ``close`` gave each worker 5 s in turn."""
+    pool = worker_pool.WorkerPool(2, ["*"], PageLayout())
+    processes = list(pool._processes)
+    for process in processes:
+        os.kill(process.pid, signal.SIGSTOP)  # they never see their pipe close
+    pool.close(time.monotonic() + 0.2)
+    assert all(process.exitcode == -signal.SIGKILL for process in processes)
+
+
+def test_the_pool_leaves_no_resource_tracker_behind():
+    """A command that started workers exits leaving no process holding its output: the
+    resource tracker the workers made start is stopped with them."""
+    assert worker_pool._tracker_pid() is None
+    pool = worker_pool.WorkerPool(1, ["*"], PageLayout())
+    tracker = worker_pool._tracker_pid()
+    assert tracker is not None
+    pool.close()
+    assert worker_pool._tracker_pid() is None
+    try:
+        os.kill(tracker, 0)
+    except ProcessLookupError:
+        return
+    raise AssertionError(f"the resource tracker {tracker} is still running")
