@@ -90,13 +90,9 @@ READER_STAGES: dict[str, set[str]] = {
     "join": {"decode", "views"},
     "outputs": {"decode", "join", "views"},
     "hist": {"decode", "live"},
-    "worker_bootstrap": {"worker_loop"},
-    "worker_loop": {"decode", "outputs"},
-    "workers": {"decode", "join", "outputs", "worker_bootstrap", "worker_loop"},
-    "commands": {"decode", "live", "capture", "views", "join", "outputs", "hist", "workers"}
-    | {"worker_loop"},
-    "worker_count": set(),
-    "cli": {"commands", "worker_count"},
+    "pipeline": {"decode", "live", "capture", "views", "join", "outputs"},
+    "commands": {"decode", "live", "capture", "views", "join", "outputs", "hist", "pipeline"},
+    "cli": {"commands", "pipeline"},
     "__init__": {"decode", "live", "join"},
 }
 READER_COMMON = {"terminal_text", "private_file"}
@@ -126,8 +122,9 @@ def _reader_imports(path: Path) -> set[str]:
     "path", sorted(READER.rglob("*.py")), ids=lambda p: str(p.relative_to(READER))
 )
 def test_each_reader_stage_imports_only_the_stages_before_it(path: Path) -> None:
-    """The reader's folders are its pipeline: decode ← live, capture ← views ← join ←
-    outputs ← workers ← commands ← cli. No stage reaches forward (live never imports an
+    """The reader's folders are its stages: decode ← live, capture ← views ← join ←
+    outputs ← pipeline (the object that wires them, docs/reader-pipeline.md) ← commands
+    ← cli. No stage reaches forward (live never imports an
     output, decode never imports live), so each can be read, tested and replaced alone."""
     stage = _stage(path)
     if stage in READER_COMMON:
