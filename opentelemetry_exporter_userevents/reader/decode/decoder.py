@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, NamedTuple, Protocol
 
 from opentelemetry_exporter_userevents.abi.format import EventFormat
@@ -65,6 +65,14 @@ class DecoderStats:
     EventHeader providers not read (``--provider``), skipped."""
     pages_with_missed_events: int = 0
     """Pages the kernel marked: events were lost before them."""
+
+    def add(self, other: DecoderStats) -> None:
+        """Count ``other``'s too (a worker's chunk, the workers' total)."""
+        for name in _DECODER_COUNTS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+_DECODER_COUNTS = tuple(f.name for f in fields(DecoderStats))
 
 
 class _Unpacker(Protocol):

@@ -19,7 +19,11 @@ from collections.abc import Iterator, Sequence
 from operator import attrgetter, itemgetter
 
 from opentelemetry_exporter_userevents.reader.capture.decode import DecodedCapture
-from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder, TraceRecord
+from opentelemetry_exporter_userevents.reader.decode.decoder import (
+    DecoderStats,
+    RecordDecoder,
+    TraceRecord,
+)
 from opentelemetry_exporter_userevents.reader.pipeline.page_batch import PageBatch
 from opentelemetry_exporter_userevents.reader.pipeline.worker_loop import Decoded
 from opentelemetry_exporter_userevents.reader.pipeline.worker_pool import (
@@ -35,8 +39,6 @@ that is never busy never starts them."""
 WORKERS_FROM = 4 << 20
 """Captures smaller than this decode in-process whatever ``--workers`` says: starting
 interpreters would cost more than it saves."""
-_STATS = ("records", "pages", "corrupt_pages", "undecodable", "pages_with_missed_events",
-          "other_prefixes")  # fmt: skip
 _TIMESTAMP = itemgetter(0)  # TraceRecord.timestamp, and a worker's record's
 _TIMESTAMP_FIELD = attrgetter("timestamp")  # and a CheckedSpan's (not its first field)
 
@@ -135,7 +137,5 @@ class DecodeStage:
     def _add_pool_stats(self) -> None:
         """Move what the workers counted into the decoder's stats (the summary's)."""
         assert self.pool is not None
-        stats, pool_stats = self.decoder.stats, self.pool.stats
-        for name in _STATS:
-            setattr(stats, name, getattr(stats, name) + getattr(pool_stats, name))
-            setattr(pool_stats, name, 0)
+        self.decoder.stats.add(self.pool.stats)
+        self.pool.stats = DecoderStats()

@@ -48,9 +48,6 @@ from opentelemetry_exporter_userevents.record.tracepoints import LOG_KIND, SPAN_
 
 Decoded = TraceRecord | EncodedRecord | RejectedRecord | CheckedSpan
 """A record as a worker sends it back (what :meth:`.Rebuilder.add` takes)."""
-Stats = tuple[int, int, int, int, int, int]
-"""A chunk's :class:`.DecoderStats`: records, pages, corrupt pages, undecodable records,
-pages after lost events, records of other prefixes."""
 
 
 def check_and_encode(
@@ -115,15 +112,13 @@ def decode_chunk(
     pages: Iterable[bytes],
     eventheader: EventHeaderChecker | None = None,
     encode_spans: bool = True,
-) -> tuple[list[Decoded], Stats]:
+) -> tuple[list[Decoded], DecoderStats]:
     """A chunk of pages, decoded, checked and encoded; and what the decoder counted."""
     decoder.stats = stats = DecoderStats()
     records: list[TraceRecord] = []
     for page in pages:
         decoder.decode_page(page, records)
-    counts = (stats.records, stats.pages, stats.corrupt_pages, stats.undecodable,
-              stats.pages_with_missed_events, stats.other_prefixes)  # fmt: skip
-    return check_and_encode(records, checker, eventheader, encode_spans), counts
+    return check_and_encode(records, checker, eventheader, encode_spans), stats
 
 
 def add_formats(decoder: RecordDecoder, texts: Iterable[str]) -> None:

@@ -60,7 +60,6 @@ from opentelemetry_exporter_userevents.reader.pipeline.worker_bootstrap import (
 )
 from opentelemetry_exporter_userevents.reader.pipeline.worker_loop import (
     Decoded,
-    Stats,
     add_formats,
     decode_chunk,
 )
@@ -315,7 +314,7 @@ class WorkerPool:
             del self._chunks[ticket]
             self._in_flight[number] -= 1
             self._done[ticket] = records
-            self._add_stats(stats)
+            self.stats.add(stats)
             return
         for number in busy:
             if self._processes[number].sentinel in ready and not self._results[number].poll():
@@ -375,17 +374,8 @@ class WorkerPool:
         records, stats = decode_chunk(
             self._local[1], self._checker, chunk, self._eventheader_checker, self._encode_spans
         )
-        self._add_stats(stats)
+        self.stats.add(stats)
         return records
-
-    def _add_stats(self, stats: Stats) -> None:
-        total = self.stats
-        total.records += stats[0]
-        total.pages += stats[1]
-        total.corrupt_pages += stats[2]
-        total.undecodable += stats[3]
-        total.pages_with_missed_events += stats[4]
-        total.other_prefixes += stats[5]
 
     def _how(self, number: int) -> str:
         process = self._processes[number]

@@ -166,7 +166,7 @@ def test_decoding_workers_count_other_prefixes_alike():
     span_id = 301  # FORMATS' otel_span.1f
     raws = [record(span_id, b"\0" * 8), record(999, b"\0" * 8)]
     _, stats = decode_chunk(decoder, None, [page(1000, [data_event(0, r) for r in raws])])  # type: ignore[arg-type]
-    assert stats[3] == 1 and stats[5] == 1  # undecodable (unknown id), another prefix's
+    assert stats.undecodable == 1 and stats.other_prefixes == 1  # an unknown id; another prefix
 
 
 def test_output_to_dev_stdout_is_not_told_to_remove_it():
