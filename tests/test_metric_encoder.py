@@ -31,6 +31,7 @@ from opentelemetry_exporter_userevents._export.metric_encoder import (
     exponential_buckets,
     merge_explicit,
 )
+from opentelemetry_exporter_userevents.abi.binary import S64_MAX, S64_MIN
 from opentelemetry_exporter_userevents.reader.decode.validation import RecordChecker
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint, rebuild_point
 from opentelemetry_exporter_userevents.record import anyvalue, flags
@@ -42,9 +43,9 @@ from tests.support.records import format_of as unsigned_format_of
 
 RESOURCE = Resource({"service.name": "m"})
 doubles = st.floats() | st.sampled_from([math.nan, math.inf, -math.inf, -0.0, 5e-324, 1.7e308])
-integers = st.integers() | st.sampled_from([mv.S64_MAX, mv.S64_MIN, 2**63, -(2**63) - 1, 2**2048])
+integers = st.integers() | st.sampled_from([S64_MAX, S64_MIN, 2**63, -(2**63) - 1, 2**2048])
 numbers = doubles | integers
-finite_int_or_double = st.integers(mv.S64_MIN, mv.S64_MAX) | doubles
+finite_int_or_double = st.integers(S64_MIN, S64_MAX) | doubles
 exemplar_attributes = st.dictionaries(texts, st.integers() | st.text() | st.floats(), max_size=3)
 exemplars = st.lists(
     st.builds(

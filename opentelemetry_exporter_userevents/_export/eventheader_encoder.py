@@ -17,6 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from opentelemetry_exporter_userevents.abi.binary import S64_MAX, S64_MIN
 from opentelemetry_exporter_userevents.record.eventheader import (
     ENCODING_CHAIN,
     Encoding,
@@ -59,7 +60,6 @@ _F64_TYPE = bytes([Encoding.VALUE64 | ENCODING_CHAIN, Format.FLOAT])
 _STRUCT = Encoding.STRUCT | ENCODING_CHAIN
 _TRUE = b"\x01"
 _FALSE = b"\x00"
-_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def name(text: str) -> bytes | None:
@@ -140,7 +140,7 @@ def attribute(field_name: bytes, value: Any) -> Field:
     if kind is bool:
         return boolean(field_name, value)
     if kind is int:
-        if _I64_MIN <= value <= _I64_MAX:
+        if S64_MIN <= value <= S64_MAX:
             return i64(field_name, value)
         return string(field_name, str(value).encode())
     if kind is float:

@@ -33,6 +33,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry_exporter_userevents._export.attributes import encode_attributes, encode_scope
 from opentelemetry_exporter_userevents._export.fit import RecordFitter
 from opentelemetry_exporter_userevents._export.redaction import Redactor, redact_attributes
+from opentelemetry_exporter_userevents.abi.binary import S64_MAX, S64_MIN
 from opentelemetry_exporter_userevents.record import anyvalue
 from opentelemetry_exporter_userevents.record import metric_values as mv
 from opentelemetry_exporter_userevents.record.flags import (
@@ -144,7 +145,7 @@ def encode_number(item: PointItem, resource_id: int, max_size: int) -> tuple[byt
             fixed_value = value
         else:
             flags |= METRIC_VALUE_BIG
-            fixed_value = mv.S64_MAX if value > 0 else mv.S64_MIN
+            fixed_value = S64_MAX if value > 0 else S64_MIN
             value_text = anyvalue.encode(value).encode()
         double = _as_double(value)
     else:

@@ -12,3 +12,6 @@ import struct
 
 U32 = struct.Struct("<I")
 U64 = struct.Struct("<Q")
+S64_MIN = -(1 << 63)
+S64_MAX = (1 << 63) - 1
+"""The range of an s64 field, and of an OTLP int64."""

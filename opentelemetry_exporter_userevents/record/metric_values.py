@@ -14,10 +14,7 @@ from __future__ import annotations
 
 import struct
 
-from opentelemetry_exporter_userevents.abi.binary import U64
-
-S64_MIN = -(1 << 63)
-S64_MAX = (1 << 63) - 1
+from opentelemetry_exporter_userevents.abi.binary import S64_MAX, S64_MIN, U64
 
 _DOUBLE = struct.Struct("<d")
 _S64 = struct.Struct("<q")

@@ -21,6 +21,7 @@ from ipaddress import IPv4Address, IPv6Address
 from typing import Any
 from uuid import UUID
 
+from opentelemetry_exporter_userevents.abi.binary import S64_MAX, S64_MIN
 from opentelemetry_exporter_userevents.reader.decode.checked_records import Attributes
 from opentelemetry_exporter_userevents.reader.decode.common_schema_time import parse_time
 from opentelemetry_exporter_userevents.reader.decode.eventheader_types import EventField
@@ -34,8 +35,6 @@ NO_SCOPE = "{}"
 """The scope text of a record without scope (as :meth:`.RecordChecker.scope` reads it)."""
 HEX32 = re.compile(r"[0-9a-fA-F]{32}", re.ASCII).fullmatch
 HEX16 = re.compile(r"[0-9a-fA-F]{16}", re.ASCII).fullmatch
-_I64_MIN = -(1 << 63)
-_I64_MAX = (1 << 63) - 1
 
 # --- a whole record refused (InvalidRecord) -------------------------------------------
 CSVER = "cs.__csver__: not a Common Schema 4 version"
@@ -167,7 +166,7 @@ def scalar(value: Any) -> Any:
     if kind is bool or kind is float or kind is bytes:
         return value
     if kind is int:
-        if not _I64_MIN <= value <= _I64_MAX:
+        if not S64_MIN <= value <= S64_MAX:
             raise Drop(DROP_BIG_INTEGER)
         return value
     if kind is str:

@@ -42,6 +42,7 @@ from typing import Any
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
+from opentelemetry_exporter_userevents.abi.binary import S64_MAX, S64_MIN
 from opentelemetry_exporter_userevents.reader.decode.checked_records import (
     CheckedEvent,
     CheckedLink,
@@ -55,11 +56,11 @@ from opentelemetry_exporter_userevents.reader.outputs.grouping import (
     Unrepresentable,
     grouped,
 )
+from opentelemetry_exporter_userevents.reader.outputs.otlp_span_flags import (
+    CONTEXT_HAS_IS_REMOTE_MASK,
+    CONTEXT_IS_REMOTE_MASK,
+)
 
-_INT64_MIN = -(1 << 63)
-_INT64_MAX = (1 << 63) - 1
-_HAS_IS_REMOTE = 0x100
-_IS_REMOTE = 0x200
 _NON_FINITE = {math.inf: '{"doubleValue":"Infinity"}', -math.inf: '{"doubleValue":"-Infinity"}'}
 _quote: Callable[[str], str] = json.encoder.encode_basestring_ascii
 """A str as ``json.dumps`` writes it (ASCII: other characters escaped)."""
@@ -160,11 +161,11 @@ def span_item(span: CheckedSpan) -> str:
     if span.trace_state:
         trace_state = ",".join(f"{k}={v}" for k, v in span.trace_state)
         parts.append(f',"traceState":{_quote(_text(trace_state))}')
-    flags = _HAS_IS_REMOTE
+    flags = CONTEXT_HAS_IS_REMOTE_MASK
     if span.parent_span_id is not None:
         parts.append(f',"parentSpanId":"{span.parent_span_id:016x}"')
         if span.parent_is_remote:
-            flags |= _IS_REMOTE
+            flags |= CONTEXT_IS_REMOTE_MASK
     if span.name:
         parts.append(f',"name":{_quote(_text(span.name))}')
     # SpanKind.INTERNAL (0) is SPAN_KIND_INTERNAL (1), and so on.
@@ -222,7 +223,11 @@ def _link(link: CheckedLink) -> str:
             parts.append(f',"attributes":[{attributes}]')
     if link.dropped:
         parts.append(f',"droppedAttributesCount":{link.dropped}')
-    flags = _HAS_IS_REMOTE | _IS_REMOTE if link.is_remote else _HAS_IS_REMOTE
+    flags = (
+        CONTEXT_HAS_IS_REMOTE_MASK | CONTEXT_IS_REMOTE_MASK
+        if link.is_remote
+        else CONTEXT_HAS_IS_REMOTE_MASK
+    )
     parts.append(f',"flags":{flags}}}')
     return "".join(parts)
 
@@ -281,7 +286,7 @@ def _attributes(attributes: Mapping[str, Any], clean: bool = True) -> str:
                     )
                 elif not clean:
                     encoded.append(f'{{"value":{{"stringValue":{_quote(value)}}}}}')
-            elif kind is int and key and key.isascii() and _INT64_MIN <= value <= _INT64_MAX:
+            elif kind is int and key and key.isascii() and S64_MIN <= value <= S64_MAX:
                 encoded.append(f'{{"key":{_quote(key)},"value":{{"intValue":"{value}"}}}}')
             elif key:
                 encoded.append(f'{{"key":{_quote(_text(key))},"value":{_value(value, clean)}}}')
@@ -300,7 +305,7 @@ def _value(value: Any, clean: bool) -> str:
     if kind is bool:
         return '{"boolValue":true}' if value else '{"boolValue":false}'
     if kind is int:
-        if not _INT64_MIN <= value <= _INT64_MAX:
+        if not S64_MIN <= value <= S64_MAX:
             raise Unrepresentable("an integer beyond 64 bits")
         return f'{{"intValue":"{value}"}}'
     if kind is float:

@@ -32,6 +32,7 @@ from typing import Any
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
+from opentelemetry_exporter_userevents.abi.binary import S64_MAX, S64_MIN
 from opentelemetry_exporter_userevents.reader.decode.checked_records import (
     CheckedEvent,
     CheckedLink,
@@ -45,12 +46,12 @@ from opentelemetry_exporter_userevents.reader.outputs.grouping import (
     Unrepresentable,
     grouped,
 )
+from opentelemetry_exporter_userevents.reader.outputs.otlp_span_flags import (
+    CONTEXT_HAS_IS_REMOTE_MASK,
+    CONTEXT_IS_REMOTE_MASK,
+)
 
-_INT64_MIN = -(1 << 63)
-_INT64_MAX = (1 << 63) - 1
 _U64_MASK = (1 << 64) - 1
-_HAS_IS_REMOTE = 0x100
-_IS_REMOTE = 0x200
 _BYTE = [bytes((n,)) for n in range(128)]
 _fixed64 = struct.Struct("<Q").pack
 _fixed32 = struct.Struct("<I").pack
@@ -82,7 +83,10 @@ _EVENT_ATTRIBUTE = b"\x1a"
 _EVENT_DROPPED = b"\x20"
 _LINK_ATTRIBUTE = b"\x22"
 _LINK_DROPPED = b"\x28"
-_LINK_FLAGS = (b"\x35" + _fixed32(_HAS_IS_REMOTE), b"\x35" + _fixed32(_HAS_IS_REMOTE | _IS_REMOTE))
+_LINK_FLAGS = (
+    b"\x35" + _fixed32(CONTEXT_HAS_IS_REMOTE_MASK),
+    b"\x35" + _fixed32(CONTEXT_HAS_IS_REMOTE_MASK | CONTEXT_IS_REMOTE_MASK),
+)
 # LogRecord
 _LOG_TIME = b"\x09"
 _LOG_SEVERITY_NUMBER = b"\x10"
@@ -210,11 +214,11 @@ def span_item(span: CheckedSpan) -> bytes:
     if span.trace_state:
         trace_state = ",".join([f"{k}={v}" for k, v in span.trace_state])
         parts.append(_field(_SPAN_TRACE_STATE, _text(trace_state)))
-    flags = _HAS_IS_REMOTE
+    flags = CONTEXT_HAS_IS_REMOTE_MASK
     if span.parent_span_id is not None:
         parts.append(_SPAN_PARENT + span.parent_span_id.to_bytes(8, "big"))
         if span.parent_is_remote:
-            flags |= _IS_REMOTE
+            flags |= CONTEXT_IS_REMOTE_MASK
     if span.name:
         parts.append(_field(_SPAN_NAME, _text(span.name)))
     # SpanKind.INTERNAL (0) is SPAN_KIND_INTERNAL (1), and so on.
@@ -372,7 +376,7 @@ def _value(value: Any, clean: bool) -> bytes:
     if kind is bool:
         return _TRUE if value else _FALSE
     if kind is int:
-        if not _INT64_MIN <= value <= _INT64_MAX:
+        if not S64_MIN <= value <= S64_MAX:
             raise Unrepresentable("an integer beyond 64 bits")
         return _INT + _varint(value)
     if kind is float:
