@@ -70,7 +70,8 @@ _LOG_PART_B = frozenset({"_typeName", "body", "severityNumber", "severityText", 
 
 class CommonSchemaRecord(NamedTuple):
     """A mapped event: its checked record, what its writer said of its resource, and why
-    values were left out of it (each also counted in its ``dropped_attributes``)."""
+    values were left out of either (each also counted in the record's
+    ``dropped_attributes``: the resource has no count of its own)."""
 
     record: CheckedSpan | CheckedLog
     resource: Attributes
@@ -113,14 +114,14 @@ def map_event(
             continue  # kept as its text when it is not a JSON object
         attributes.add(safe_text(field.name), value)
     attributes.add_fields(rest)
+    attributes.absorb(resource)  # PartA's values left out: a resource has no count of its own
     record = record._replace(
         dropped_attributes=attributes.dropped,
         timestamp=timestamp,
         pid=pid,
         tracepoint=tracepoint,
     )
-    reasons = tuple(dict.fromkeys(attributes.reasons + resource.reasons))
-    return CommonSchemaRecord(record, resource.attributes, reasons)
+    return CommonSchemaRecord(record, resource.attributes, tuple(attributes.reasons))
 
 
 def _other(

@@ -194,7 +194,8 @@ class AttributeSink:
             self.reasons.append(reason)
 
     def absorb(self, other: AttributeSink) -> None:
-        """Counts what ``other`` (a log body's map) left out as this record's."""
+        """Counts what ``other`` (a log body's map, the resource from PartA) left out as
+        this record's."""
         self.dropped += other.dropped
         self.reasons += [reason for reason in other.reasons if reason not in self.reasons]
 

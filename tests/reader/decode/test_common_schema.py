@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from opentelemetry_exporter_userevents.reader.decode import common_schema_fields as cs
@@ -639,6 +639,26 @@ def test_a_u64_body_past_2_63_is_dropped_and_counted() -> None:
     assert result.dropped == (cs.DROP_BIG_INTEGER,)
 
 
+def test_a_parta_value_the_resource_cannot_hold_is_counted_in_the_record() -> None:
+    """PartA's other fields are the resource's; the resource has no count of its own, so
+    what it leaves out is counted in the record's ``dropped_attributes``, as listed."""
+    part_a = struct(
+        "PartA",
+        s8("ext_cloud_role", "orders"),
+        num("big", E.VALUE64, 2**63),
+        s8("service.name", "again"),
+        num("ok", E.VALUE64, 2**63 - 1),
+    )
+    as_log = mapped("Log", [CSVER, part_a, struct("PartB", s8("_typeName", "Log"))])
+    assert as_log.resource == {"service.name": "orders", "ok": 2**63 - 1}
+    assert as_log.record.dropped_attributes == 2
+    assert as_log.dropped == (cs.DROP_BIG_INTEGER, cs.DROP_REPEATED)
+    span_a = struct("PartA", *rust_span_part_a().children, num("big", E.VALUE64, 2**64 - 1))
+    as_span = mapped("Span", [CSVER, span_a, struct("PartB", *GOOD_B)])
+    assert isinstance(as_span.record, CheckedSpan)
+    assert (as_span.record.dropped_attributes, as_span.dropped) == (1, (cs.DROP_BIG_INTEGER,))
+
+
 def test_a_struct_body_is_a_map_and_an_array_of_structs_a_list_of_maps() -> None:
     inner = struct("body", num("n", E.VALUE8, 1), struct("m", s8("k", "v")))
     as_map = mapped("Log", [CSVER, struct("PartB", inner)])
@@ -724,6 +744,13 @@ def _ok_value(value: Any) -> bool:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(FIELDS, max_size=8), st.booleans())
+@example(  # a PartA value for the resource that OTLP cannot hold (was listed, not counted)
+    [
+        struct("PartB", num("__csver__", E.VALUE64, 0)),
+        struct("PartA", s8("__csver__", ""), num("PartA", E.VALUE64, 2**63)),
+    ],
+    True,
+)
 def test_random_field_sets_map_or_give_a_reason(fields: list[Spec], with_csver: bool) -> None:
     specs = [CSVER, *fields] if with_csver else fields
     try:
