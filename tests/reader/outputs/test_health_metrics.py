@@ -183,11 +183,13 @@ class _CountingReader(_FakeReader):
         self.reads = 0
         self.lost = 3
 
-    def read(self) -> list[TraceRecord]:
+    def read_cpu_pages(self) -> list[tuple[int, bytes]]:
         self.reads += 1
-        records = super().read()
-        self.decoder.stats.records += len(records)
-        return records
+        return super().read_cpu_pages()
+
+    def _decode_page(self, page: bytes, out: list[TraceRecord]) -> None:
+        self.decoder.stats.records += len(self.records)
+        super()._decode_page(page, out)
 
 
 def _record(monkeypatch, flags: list[str], reader: _CountingReader) -> tuple[int, str, float]:

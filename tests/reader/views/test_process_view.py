@@ -541,7 +541,7 @@ class _FakeReader:
         self.announcement_error = None
         self.instance = "fake"
         self.cleanup_error = None
-        self.decoder = SimpleNamespace(stats=DecoderStats())
+        self.decoder = SimpleNamespace(stats=DecoderStats(), decode_page=self._decode_page)
         self.lost = 0
         self.first_loss = self.last_loss = None
         self.found_later_not_remembered = 0
@@ -550,9 +550,19 @@ class _FakeReader:
     def start(self) -> None:
         pass
 
-    def read(self) -> list[TraceRecord]:
-        records, self.records = self.records, []
-        return records
+    def read_cpu_pages(self) -> list[tuple[int, bytes]]:
+        """One page standing for the records (:meth:`_decode_page` gives them)."""
+        return [(0, b"")] if self.records else []
+
+    def _decode_page(self, page: bytes, out: list[TraceRecord]) -> None:
+        out += self.records
+        self.records = []
+
+    def known_formats(self) -> list[str]:
+        return []
+
+    def rescan_if_due(self) -> None:
+        pass
 
     def wait(self, seconds: float) -> None:
         pass
