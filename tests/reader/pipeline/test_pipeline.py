@@ -40,7 +40,7 @@ class _EnablingReader(_FakeReader):
     read holds records only of tracepoints whose formats were known when it was read."""
 
     def __init__(self, reads: list, enabled: list[list[tuple[str, str]]]) -> None:
-        super().__init__(reads)
+        super().__init__(reads, stop_when_read=True)
         self.decoder = RecordDecoder(["*"])
         self.enabled = enabled
         self.known: list[str] = []
@@ -62,7 +62,7 @@ class _EnablingReader(_FakeReader):
 
 
 def _record(reader: _FakeReader, workers: str, monkeypatch) -> tuple:  # type: ignore[no-untyped-def]
-    args = cli.parser().parse_args(["record", "--duration", "0.3", "--no-resource-detection",
+    args = cli.parser().parse_args(["record", "--duration", "60", "--no-resource-detection",
                                     "--workers", workers])  # fmt: skip
     monkeypatch.setattr(record_command, "tracefs_of", lambda args: None)
     monkeypatch.setattr(record_command, "TraceReader", lambda *a, **k: reader)
@@ -135,6 +135,7 @@ def test_close_waits_for_all_the_workers_together_until_its_deadline():
 def test_the_pool_leaves_no_resource_tracker_behind():
     """A command that started workers exits leaving no process holding its output: the
     resource tracker the workers made start is stopped with them."""
+    worker_pool._stop_tracker()  # one an earlier test's multiprocessing left
     assert worker_pool._tracker_pid() is None
     pool = worker_pool.WorkerPool(1, ["*"], PageLayout())
     tracker = worker_pool._tracker_pid()

@@ -280,8 +280,13 @@ def test_workers_ignore_ctrl_c_and_stop_when_their_pipe_closes():
 class _FakeReader:
     """Pages as a live reader hands them: a read per call, then nothing."""
 
-    def __init__(self, reads: list[list[tuple[int, bytes]]]) -> None:
+    def __init__(self, reads: list[list[tuple[int, bytes]]], stop_when_read: bool = False) -> None:
+        """``stop_when_read``: SIGTERM once every read was taken (the reader idles), so
+        a test that compares runs never depends on how many reads fit in a duration (a
+        busy read that starts workers takes long on a loaded host, and the stop takes
+        one read)."""
         self.reads = reads
+        self.stop_when_read = stop_when_read
         self.prefixes = ("*",)
         self.decoder = RecordDecoder(["*"])
         for _system, text in FORMATS:
@@ -312,7 +317,8 @@ class _FakeReader:
         pass
 
     def wait(self, seconds: float) -> None:
-        pass
+        if self.stop_when_read and not self.reads:
+            signal.raise_signal(signal.SIGTERM)
 
     def close(self) -> None:
         pass
@@ -334,10 +340,10 @@ def test_record_with_workers_writes_what_it_writes_in_process(monkeypatch):
     reads = [pages[:70], pages[70:140], pages[140:]]  # the first busy: workers start
     results = []
     for count in ("1", "2"):
-        args = cli.parser().parse_args(["record", "--duration", "0.3",
+        args = cli.parser().parse_args(["record", "--duration", "60",
                                         "--no-resource-detection", "--workers", count])  # fmt: skip
         monkeypatch.setattr(record_command, "tracefs_of", lambda args: None)
-        reader = _FakeReader(list(reads))
+        reader = _FakeReader(list(reads), stop_when_read=True)
         monkeypatch.setattr(record_command, "TraceReader", lambda *a, reader=reader, **k: reader)
         out, err = io.StringIO(), io.StringIO()
         assert record_command.record(args, out, err) == 0

@@ -138,9 +138,9 @@ def _record_with(count: str, monkeypatch: Any) -> tuple[Any, ...]:
             pools.append(workers)
             super().__init__(workers, *args, **kwargs)
 
-    args = cli.parser().parse_args(["record", "--duration", "0.3", "--no-resource-detection",
+    args = cli.parser().parse_args(["record", "--duration", "60", "--no-resource-detection",
                                     "--kernel", "sched,syscalls", "--workers", count])  # fmt: skip
-    reader = _Reader(reads)
+    reader = _Reader(reads, stop_when_read=True)
     monkeypatch.setattr(record_command, "tracefs_of", lambda args: None)
     monkeypatch.setattr(record_command, "TraceReader", lambda *a, **k: reader)
     monkeypatch.setattr(decode_stage, "WorkerPool", Pool)
