@@ -6,7 +6,7 @@
 the SDK's ``ReadableSpan`` and ``ReadableLogRecord`` from them, :mod:`.sdk_objects`), and
 metric points; counted.
 
-Every record first crosses the validation boundary (:mod:`.validation`), here or, with
+Every record first crosses the validation boundary (:mod:`.record_check`), here or, with
 ``--workers``, in the worker that decoded it (:mod:`.joinable`: an encoded span or log and
 what the join reads of it): one whose fields do not have their schema's shape is skipped
 and counted, by reason and by writer pid, and the records around it are unharmed. The join
@@ -56,15 +56,9 @@ from opentelemetry_exporter_userevents.reader.decode.checked_records import (
     CheckedSpan,
 )
 from opentelemetry_exporter_userevents.reader.decode.decoder import TraceRecord
-from opentelemetry_exporter_userevents.reader.decode.eventheader_check import EventHeaderChecker
-from opentelemetry_exporter_userevents.reader.decode.eventheader_records import (
-    EVENTHEADER_KIND,
-    provider_of,
-)
+from opentelemetry_exporter_userevents.reader.decode.eventheader_records import provider_of
 from opentelemetry_exporter_userevents.reader.decode.joinable import EncodedRecord, RejectedRecord
-from opentelemetry_exporter_userevents.reader.decode.otlp_metrics import OTLP_METRICS_KIND
-from opentelemetry_exporter_userevents.reader.decode.otlp_metrics_check import OtlpMetricsChecker
-from opentelemetry_exporter_userevents.reader.decode.validation import InvalidRecord, RecordChecker
+from opentelemetry_exporter_userevents.reader.decode.record_check import Passed, RecordCheck
 from opentelemetry_exporter_userevents.reader.join.joined_record import (
     JoinedRecord as JoinedRecord,  # noqa: PLC0414 - outputs and tests import it from here too
 )
@@ -164,11 +158,9 @@ class Rebuilder:
         """What the host sees of each writer pid, added to its records' resources; None:
         nothing added."""
         self.stats = RebuildStats()
-        self.checker = RecordChecker()
-        self.eventheader = EventHeaderChecker()
-        """EventHeader records' boundary: decoded, mapped, with the resource beside each."""
-        self.otlp_metrics = OtlpMetricsChecker()
-        """``otlp_metrics`` records' boundary: their requests' points and resources."""
+        self.door = RecordCheck()
+        """The validation door for records decoded in this process (a worker's crossed
+        it where they were decoded)."""
         self._resources: dict[int, Resource] = {}
         self._scopes: dict[str, InstrumentationScope | None] = {}
         self._pending: dict[int, list[tuple[float, Joinable, ProcessView | None]]] = {}
@@ -182,36 +174,18 @@ class Rebuilder:
         ready: list[Telemetry] = []
         now = time.monotonic()
         views = self.process_views
-        check = self.checker.check
+        check = self.door.check
+        passed: list[Passed] = []
         for record in records:
-            checked: Joinable | CheckedResource
             if isinstance(record, TraceRecord):
                 if views is not None and record.kind == RESOURCE_KIND:
                     views.refresh(record.pid)
-                try:
-                    if record.kind == OTLP_METRICS_KIND:
-                        self._requested(record, now, ready)
-                        continue
-                    if record.kind == EVENTHEADER_KIND:
-                        timestamp, _, tracepoint, pid, values = record
-                        checked, inline = self.eventheader.check(values, timestamp, pid, tracepoint)
-                        self._arrived(inline, ready)
-                    else:
-                        checked = check(record)
-                except InvalidRecord as invalid:
-                    self.stats.count_invalid(invalid.reason, record.pid)
-                    continue
-            elif isinstance(record, RejectedRecord):
-                self.stats.count_invalid(record.reason, record.pid)
-                continue
-            else:  # a worker's: encoded, or a span checked for the kernel view to add to
-                checked = record
-                if type(record) is EncodedRecord and record.resource is not None:
-                    self._arrived(record.resource, ready)
-            if isinstance(checked, CheckedResource):
-                self._arrived(checked, ready)
-                continue
-            self._take(checked, now, ready)
+                check(record, passed)
+                for item in passed:
+                    self._join(item, now, ready)
+                passed.clear()
+            else:  # a worker's: checked where it was decoded
+                self._join(record, now, ready)
         # Ids wait in the order their first record came: the first that is not due ends it.
         while self._pending:
             rid, oldest = next(iter(self._pending.items()))
@@ -219,6 +193,23 @@ class Rebuilder:
                 break
             self._release(rid, ready)
         return ready
+
+    def _join(
+        self,
+        item: Passed | EncodedRecord | CheckedSpan,
+        now: float,
+        ready: list[Telemetry],
+    ) -> None:
+        """One record past the door: counted if refused, learnt if a resource, else
+        joined (or kept waiting for its resource)."""
+        if isinstance(item, RejectedRecord):
+            self.stats.count_invalid(item.reason, item.pid)
+        elif isinstance(item, CheckedResource):
+            self._arrived(item, ready)
+        else:
+            if type(item) is EncodedRecord and item.resource is not None:
+                self._arrived(item.resource, ready)
+            self._take(item, now, ready)
 
     def _take(self, checked: Joinable, now: float, ready: list[Telemetry]) -> None:
         """Rebuild a checked record with its resource, or keep it waiting for it."""
@@ -231,19 +222,7 @@ class Rebuilder:
         elif view is None:
             self._rebuild(checked, ready, resource)
         else:
-            self._rebuild(checked, ready, self._join(rid, resource, view))
-
-    def _requested(self, record: TraceRecord, now: float, ready: list[Telemetry]) -> None:
-        """The points of an ``otlp_metrics`` record, after their resources; each point
-        dropped alone counted. Raises :class:`.InvalidRecord` for a record dropped whole."""
-        timestamp, _, tracepoint, pid, values = record
-        request = self.otlp_metrics.check(values, timestamp, pid, tracepoint)
-        for resource in request.resources:
-            self._arrived(resource, ready)
-        for reason in request.dropped:
-            self.stats.count_invalid(reason, pid)
-        for point in request.points:
-            self._take(point, now, ready)
+            self._rebuild(checked, ready, self._with_view(rid, resource, view))
 
     def _arrived(self, checked: CheckedResource, ready: list[Telemetry]) -> None:
         """Learn a resource, and rebuild the records that waited for it."""
@@ -252,7 +231,7 @@ class Rebuilder:
             known = self._resources[learnt]
             for _, its_checked, its_view in self._pop_pending(learnt):
                 if its_view is not None:
-                    self._rebuild(its_checked, ready, self._join(learnt, known, its_view))
+                    self._rebuild(its_checked, ready, self._with_view(learnt, known, its_view))
                 else:
                     self._rebuild(its_checked, ready, known)
 
@@ -267,7 +246,7 @@ class Rebuilder:
     def pending(self) -> int:
         return self._pending_count
 
-    def _join(self, rid: int | None, resource: Resource, view: ProcessView) -> Resource:
+    def _with_view(self, rid: int | None, resource: Resource, view: ProcessView) -> Resource:
         """``resource`` (of id ``rid``; None: the empty one) with what ``view`` adds, one
         object per resource id and view."""
         key = (rid, view)
@@ -304,7 +283,7 @@ class Rebuilder:
         self.stats.without_resource += len(waiting)
         empty = Resource.get_empty()
         for _, checked, view in waiting:
-            resource = empty if view is None else self._join(None, empty, view)
+            resource = empty if view is None else self._with_view(None, empty, view)
             self._rebuild(checked, ready, resource)
 
     def _learn_resource(self, checked: CheckedResource) -> int | None:
