@@ -79,7 +79,8 @@ class DecodeStage:
 
     def drain(self, deadline: float | None = None) -> Sequence[Decoded]:
         """The records still in flight. Past ``deadline`` (the stop's), the workers still
-        busy are killed and their pages counted lost (:attr:`.WorkerPool.lost_pages`)."""
+        busy are killed and the chunks they held decoded here
+        (:attr:`.WorkerPool.stopped_late_pages`)."""
         return self._collect(deadline) if self.pool is not None else []
 
     def _collect(self, deadline: float | None = None) -> list[Decoded]:

@@ -121,6 +121,8 @@ class WorkerPool:
         """Pages that dead workers held, decoded in the main process instead."""
         self.lost_pages = 0
         """Pages that dead workers held and the main process could not decode either."""
+        self.stopped_late_pages = 0
+        """Pages the workers still held at the stop's deadline, decoded here instead."""
         self.decoded_here = 0
         """Pages the main process decoded itself while the worker next in turn was still
         starting with its chunks waiting: a spawned interpreter takes 0.15 s to a second
@@ -250,8 +252,8 @@ class WorkerPool:
 
     def result(self, ticket: int, deadline: float | None = None) -> list[Decoded]:
         """The chunk's records, in page order (waits for them; past ``deadline``, a
-        ``time.monotonic()`` reading, the workers still busy are killed and the pages they
-        held counted lost: the stop's deadline covers the workers)."""
+        ``time.monotonic()`` reading, the workers still busy are killed and the chunks
+        they held decoded here: the stop's deadline covers the workers)."""
         while ticket not in self._done:
             self._receive(deadline)
         return self._done.pop(ticket)
@@ -282,7 +284,7 @@ class WorkerPool:
         while not (ready := wait(objects, _slice(deadline))):
             if deadline is not None and time.monotonic() >= deadline:
                 for number in busy:
-                    self._fail(number, "was still busy at the stop deadline (killed)", False)
+                    self._stop_late(number)
                 return
             stuck = False
             for number in busy:
@@ -321,9 +323,30 @@ class WorkerPool:
                 self._fail(number)
                 return
 
-    def _fail(self, number: int, how: str | None = None, decode_held: bool = True) -> None:
-        """Take worker ``number`` out: its chunks decoded here (``decode_held`` off, past
-        the stop deadline: counted lost), its death noted."""
+    def _stop_late(self, number: int) -> None:
+        """At the stop's deadline, a worker still starting or busy: killed, and the chunks
+        it held decoded here (at most :data:`WINDOW` of :data:`CHUNK_PAGES` pages: a
+        bounded time past the deadline, and no page lost). Not a failure: it was only
+        slow (a worker imports the reader for over a minute under emulation)."""
+        self._alive[number] = False
+        process = self._processes[number]
+        if process.is_alive():
+            process.kill()
+        for ticket in [t for t, held in self._chunks.items() if held[0] == number]:
+            _, chunk, known = self._chunks.pop(ticket)
+            self._in_flight[number] -= 1
+            try:
+                self._done[ticket] = self._decode(chunk, known)
+            except Exception:  # noqa: BLE001 - as for a dead worker's: counted, said
+                self._done[ticket] = []
+                self.lost_pages += len(chunk)
+                held = f"{len(chunk)} pages it held at the stop are lost"
+                self.failures.append(f"decoding worker {number} (pid {process.pid}): {held}")
+                continue
+            self.stopped_late_pages += len(chunk)
+
+    def _fail(self, number: int, how: str | None = None) -> None:
+        """Take worker ``number`` out: its chunks decoded here, its death noted."""
         if not self._alive[number]:
             return
         self._alive[number] = False
@@ -335,15 +358,9 @@ class WorkerPool:
         for ticket in [t for t, held in self._chunks.items() if held[0] == number]:
             _, chunk, known = self._chunks.pop(ticket)
             self._in_flight[number] -= 1
-            if decode_held:
-                self._decode_here(ticket, chunk, known)
-            else:
-                self._done[ticket] = []
-                self.lost_pages += len(chunk)
+            self._decode_here(ticket, chunk, known)
         what = f"the {self.recovered_pages - recovered} pages it held were decoded in-process"
-        if not decode_held:
-            what = f"the {self.lost_pages - lost} pages it held are lost (not decoded by then)"
-        elif self.lost_pages > lost:
+        if self.lost_pages > lost:
             what += f", {self.lost_pages - lost} could not be and are lost"
         self.failures.append(f"decoding worker {number} (pid {process.pid}) {how}; {what}")
 
