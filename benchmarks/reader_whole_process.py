@@ -16,10 +16,12 @@ its yardstick, A B A B (a warm-up pair first), ``--runs`` pairs: wall clock from
 reaped, CPU (user + system) and peak resident size from ``wait4``. Medians; ratios are the
 median of the pairs' ratios, which holds when the host's speed drifts. ``--live RATE``
 also boots the test bed for the live reader at a paced rate (``--live-spans``). It prints
-each target of issue 34 as met, or missed by how much. ``--compiled-tree TREE`` adds the
-compiled build's ``decode`` from TREE (a checkout with the compiled wheel's extension
-modules beside the sources, as docs/building.md makes it) against the tool and against
-this tree's, in turn.
+each target of issue 34 as met, or missed by how much. ``--baseline-tree TREE`` times
+another checkout's ``decode`` (an earlier commit's: ``git worktree add TREE COMMIT``) in
+turn with this tree's, one and two workers, as ratios from one run. ``--compiled-tree
+TREE`` adds the compiled build's ``decode`` from TREE (a checkout with the compiled
+wheel's extension modules beside the sources, as docs/building.md makes it) against the
+tool and against this tree's, in turn.
 """
 
 from __future__ import annotations
@@ -133,7 +135,9 @@ def counted(argv: list[str], pattern: str, stream: str) -> int:
     return int(found[1]) if found else 0
 
 
-def measure(directory: Path, runs: int, out: Path, compiled: Path | None) -> dict[str, Any]:
+def measure(
+    directory: Path, runs: int, out: Path, compiled: Path | None, baseline: Path | None = None
+) -> dict[str, Any]:
     cap, data = directory / "cap.dat", directory / "perf.data"
     trace_cmd, perf = shutil.which("trace-cmd") or "trace-cmd", shutil.which("perf") or "perf"
     tools = {
@@ -153,6 +157,10 @@ def measure(directory: Path, runs: int, out: Path, compiled: Path | None) -> dic
             row["spans"] = counted(decode, r"(\d+) spans and \d+ logs rebuilt", "stderr")
             print(f"{name}: decode --workers {workers} vs the tool...", file=sys.stderr)
             row[f"workers_{workers}"] = in_turn(decode, tool, runs)
+            if baseline is not None:
+                print(f"{name}: decode --workers {workers}, {baseline} vs this tree",
+                      file=sys.stderr)  # fmt: skip
+                row[f"baseline_vs_this_{workers}"] = in_turn(decode, decode, runs, baseline)
             if compiled is not None and workers == 1:
                 print(f"{name}: the compiled build's decode vs the tool, vs pure", file=sys.stderr)
                 row["compiled_vs_tool"] = in_turn(decode, tool, runs, compiled)
@@ -187,6 +195,15 @@ def report(figures: dict[str, Any]) -> list[str]:
                 f"spans/CPU-s  {spans / f['a_wall']:9,.0f} spans/s  = {f['wall_ratio']:.2f}x "
                 f"the tool's wall, {f['cpu_ratio']:.2f}x its CPU (median of {f['runs']} pairs)"
             )
+        for workers in (1, 2):
+            other = row.get(f"baseline_vs_this_{workers}")
+            if other:
+                lines.append(
+                    f"  {figures['baseline']} / this tree, decode --workers {workers}: CPU "
+                    f"{other['cpu_ratio']:.2f}x, wall {other['wall_ratio']:.2f}x, peak "
+                    f"{other['a_rss']:.0f} / {other['b_rss']:.0f} MiB (median of "
+                    f"{other['runs']} pairs in turn)"
+                )
         both = row.get("compiled_vs_pure")
         if both:
             lines.append(
@@ -294,6 +311,12 @@ def main() -> int:
     parser.add_argument(
         "--compiled-tree", type=Path, metavar="TREE", help="also the compiled build's decode"
     )
+    parser.add_argument(
+        "--baseline-tree",
+        type=Path,
+        metavar="TREE",
+        help="also another checkout's decode (an earlier commit's), in turn with this tree's",
+    )
     parser.add_argument("--plot", type=Path, help="draw the CPU of each command here (PNG)")
     parser.add_argument("--report", type=Path, metavar="JSON", help="print a --json run again")
     options = parser.parse_args()
@@ -306,7 +329,14 @@ def main() -> int:
     directory = capture(options.spans, options.cache)
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     print(f"host load before: {load}", file=sys.stderr)
-    figures = measure(directory, options.runs, options.cache / "out.jsonl", options.compiled_tree)
+    figures = measure(
+        directory,
+        options.runs,
+        options.cache / "out.jsonl",
+        options.compiled_tree,
+        options.baseline_tree,
+    )
+    figures["baseline"] = str(options.baseline_tree)
     lines = [*report(figures), *targets(figures)]
     if options.live:
         live = in_guest("live", [str(options.live_spans), str(options.live)], [],
