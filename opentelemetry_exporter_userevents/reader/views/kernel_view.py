@@ -108,7 +108,9 @@ class _Recent:
 
 
 class KernelView:
-    """Adds the kernel's view to checked spans (the rebuilder's ``span_enricher``)."""
+    """Adds the kernel's view to checked spans: a plug-in of the join (its
+    ``span_enricher``), whose events the pipeline reads up to each batch of records before
+    the join takes them (:meth:`take_writers`)."""
 
     def __init__(
         self,

@@ -290,7 +290,8 @@ class ViewStats:
 
 
 class ProcessViews:
-    """The view of each writer pid (see the module), kept per pid, for one reader."""
+    """The view of each writer pid (see the module), kept per pid, for one reader: a plug-in
+    of the join (``process_views``), which adds it to each record's resource."""
 
     def __init__(self, proc: str = "/proc", host_name: str | None = None) -> None:
         self.proc = proc
