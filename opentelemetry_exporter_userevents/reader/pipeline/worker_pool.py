@@ -54,6 +54,10 @@ from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
 from opentelemetry_exporter_userevents.reader.decode.decoder import DecoderStats, RecordDecoder
 from opentelemetry_exporter_userevents.reader.decode.eventheader_check import EventHeaderChecker
 from opentelemetry_exporter_userevents.reader.decode.validation import RecordChecker
+from opentelemetry_exporter_userevents.reader.pipeline.resource_tracker import (
+    stop_tracker,
+    tracker_pid,
+)
 from opentelemetry_exporter_userevents.reader.pipeline.worker_bootstrap import (
     main,
     stop_signals_blocked,
@@ -154,7 +158,7 @@ class WorkerPool:
         self._known: set[str] = set()
         self._seen = 0
         """How many of the source's formats were looked at (:meth:`_learn`)."""
-        self._started_tracker = _tracker_pid() is None
+        self._started_tracker = tracker_pid() is None
         self._local: tuple[int, RecordDecoder] | None = None
         self._checker = RecordChecker()
         self._eventheader_checker = EventHeaderChecker()
@@ -426,7 +430,7 @@ class WorkerPool:
         self._feeds, self._feeders = [], []
         if self._started_tracker:
             self._started_tracker = False
-            _stop_tracker()
+            stop_tracker()
 
     def __enter__(self) -> WorkerPool:
         return self
@@ -440,24 +444,6 @@ def _slice(deadline: float | None) -> float:
     if deadline is None:
         return WAIT_SLICE
     return max(0.0, min(WAIT_SLICE, deadline - time.monotonic()))
-
-
-def _tracker_pid() -> int | None:
-    """The resource tracker's pid if this process started one (CPython's own; spawned
-    workers make it start)."""
-    tracker = getattr(resource_tracker, "_resource_tracker", None)
-    return getattr(tracker, "_pid", None)
-
-
-def _stop_tracker() -> None:
-    """Stop the resource tracker, which the workers needed and nothing else uses: a
-    command that started workers exits leaving no process behind it, holding its output."""
-    stop = getattr(getattr(resource_tracker, "_resource_tracker", None), "_stop", None)
-    if stop is not None:
-        try:
-            stop()
-        except (OSError, ChildProcessError):
-            pass  # gone already
 
 
 def _feed(messages: queue.SimpleQueue[Any], connection: Connection) -> None:

@@ -21,7 +21,7 @@ from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
 from opentelemetry_exporter_userevents.reader import cli
 from opentelemetry_exporter_userevents.reader.commands import record as record_command
 from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder
-from opentelemetry_exporter_userevents.reader.pipeline import worker_pool
+from opentelemetry_exporter_userevents.reader.pipeline import resource_tracker, worker_pool
 from tests.reader.capture.test_capture import FORMATS, _records
 from tests.reader.pipeline.test_worker_pool import (
     FORMAT_TEXTS,
@@ -139,13 +139,13 @@ def test_close_waits_for_all_the_workers_together_until_its_deadline():
 def test_the_pool_leaves_no_resource_tracker_behind():
     """A command that started workers exits leaving no process holding its output: the
     resource tracker the workers made start is stopped with them."""
-    worker_pool._stop_tracker()  # one an earlier test's multiprocessing left
-    assert worker_pool._tracker_pid() is None
+    resource_tracker.stop_tracker()  # one an earlier test's multiprocessing left
+    assert resource_tracker.tracker_pid() is None
     pool = worker_pool.WorkerPool(1, ["*"], PageLayout())
-    tracker = worker_pool._tracker_pid()
+    tracker = resource_tracker.tracker_pid()
     assert tracker is not None
     pool.close()
-    assert worker_pool._tracker_pid() is None
+    assert resource_tracker.tracker_pid() is None
     try:
         os.kill(tracker, 0)
     except ProcessLookupError:
