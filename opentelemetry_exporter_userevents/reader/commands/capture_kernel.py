@@ -24,6 +24,8 @@ from opentelemetry_exporter_userevents.abi.ring_buffer import PageError, parse_p
 from opentelemetry_exporter_userevents.abi.sched import (
     FTRACE_PRINT,
     FTRACE_SYSTEM,
+    SCHED_PROCESS_EXIT,
+    SCHED_PROCESS_FORK,
     SCHED_SWITCH,
     SCHED_SYSTEM,
     SCHED_WAKEUP,
@@ -48,8 +50,6 @@ from opentelemetry_exporter_userevents.reader.views.kernel_capture_clock import 
 )
 from opentelemetry_exporter_userevents.reader.views.kernel_events import (
     CLOCK,
-    SCHED_PROCESS_EXIT,
-    SCHED_PROCESS_FORK,
     KernelEvents,
     parse_groups,
 )

@@ -41,33 +41,21 @@ from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
 from opentelemetry_exporter_userevents.abi.sched import (
     FTRACE_PRINT,
     FTRACE_SYSTEM,
-    SCHED_SWITCH,
     SCHED_SYSTEM,
-    SCHED_WAKEUP,
-    SCHED_WAKEUP_NEW,
-    SYS_ENTER,
-    SYS_EXIT,
     SYSCALLS_SYSTEM,
 )
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs
 from opentelemetry_exporter_userevents.reader.views.kernel_capture_clock import CaptureClock
 from opentelemetry_exporter_userevents.reader.views.kernel_decoders import (
-    ENTER,
-    EXIT,
     FORK,
     GONE,
     SWITCH,
     WAKEUP,
     Decoder,
-    fields_decoder,
-    syscall_decoder,
+    sched_decoder,
+    syscall_event_decoder,
 )
-from opentelemetry_exporter_userevents.reader.views.kernel_events import (
-    GROUPS,
-    SCHED_PROCESS_EXIT,
-    SCHED_PROCESS_FORK,
-    KernelEvents,
-)
+from opentelemetry_exporter_userevents.reader.views.kernel_events import GROUPS, KernelEvents
 from opentelemetry_exporter_userevents.reader.views.kernel_processes import ProcessKey
 
 MAX_CPUS = 4096
@@ -85,15 +73,6 @@ OWN_PROCESS = -2
 """The start of a :class:`.ProcessKey` for a thread whose process the capture does not
 say: a process of its own (no other thread's figures can be borrowed through it)."""
 _PID = struct.Struct("<i").unpack_from
-_SCHED_EVENTS = {
-    SCHED_SWITCH: (SWITCH, ("prev_pid", "prev_state", "next_pid")),
-    SCHED_WAKEUP: (WAKEUP, ("pid",)),
-    SCHED_WAKEUP_NEW: (WAKEUP, ("pid",)),
-}
-_LIFE_EVENTS = {
-    SCHED_PROCESS_FORK: (FORK, ("parent_pid", "child_pid")),
-    SCHED_PROCESS_EXIT: (GONE, ("pid",)),
-}
 
 
 class CaptureKernelEvents(KernelEvents):
@@ -170,20 +149,12 @@ class CaptureKernelEvents(KernelEvents):
             self.refused.append(f"{FTRACE_SYSTEM}/{fmt.name}: no field buf")
 
     def _decoder_of(self, system: str, fmt: EventFormat) -> Decoder | None:
-        name = fmt.name
         if system == SYSCALLS_SYSTEM:
-            if name.startswith(SYS_ENTER):
-                return syscall_decoder(ENTER, name[len(SYS_ENTER) :])
-            if name.startswith(SYS_EXIT):
-                return syscall_decoder(EXIT, name[len(SYS_EXIT) :])
-            return None
-        known = _SCHED_EVENTS.get(name) or _LIFE_EVENTS.get(name)
-        if known is None:
-            return None
+            return syscall_event_decoder(fmt.name)
         try:
-            return fields_decoder(known[0], fmt, *known[1])
+            return sched_decoder(fmt)
         except (KeyError, ValueError) as error:  # no such field, or not an integer
-            self.refused.append(f"{system}/{name}: {error}")
+            self.refused.append(f"{system}/{fmt.name}: {error}")
             return None
 
     def forget_ids(self, ids: Iterable[int]) -> None:

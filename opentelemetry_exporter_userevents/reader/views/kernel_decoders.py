@@ -19,15 +19,52 @@ from operator import itemgetter
 from typing import Any
 
 from opentelemetry_exporter_userevents.abi.format import EventFormat
+from opentelemetry_exporter_userevents.abi.sched import (
+    SCHED_PROCESS_EXIT,
+    SCHED_PROCESS_FORK,
+    SCHED_SWITCH,
+    SCHED_WAKEUP,
+    SCHED_WAKEUP_NEW,
+    SYS_ENTER,
+    SYS_EXIT,
+)
 
 ENTER, EXIT, SWITCH, WAKEUP, FORK, GONE = range(6)
 """The kinds of event: a syscall's entry and exit, ``sched_switch``, a wake-up,
 ``sched_process_fork``, ``sched_process_exit``."""
+SCHED_EVENTS: dict[str, tuple[int, tuple[str, ...]]] = {
+    SCHED_SWITCH: (SWITCH, ("prev_pid", "prev_state", "next_pid")),
+    SCHED_WAKEUP: (WAKEUP, ("pid",)),
+    SCHED_WAKEUP_NEW: (WAKEUP, ("pid",)),
+}
+"""The ``sched`` group's events: each one's kind, and the fields read of it."""
+LIFE_EVENTS: dict[str, tuple[int, tuple[str, ...]]] = {
+    SCHED_PROCESS_FORK: (FORK, ("parent_pid", "child_pid")),
+    SCHED_PROCESS_EXIT: (GONE, ("pid",)),
+}
+"""A thread's birth and exit, read whatever the groups."""
 HEADER_SIZE = 8
 """``common_type``, ``common_flags``, ``common_preempt_count``, ``common_pid``."""
 
 Decoder = tuple[int, int, Any]
 _CODES = {1: "b", 2: "h", 4: "i", 8: "q"}
+
+
+def sched_decoder(fmt: EventFormat) -> Decoder | None:
+    """The decoder of a ``sched`` event the view reads (:data:`SCHED_EVENTS`,
+    :data:`LIFE_EVENTS`), None for another; raises KeyError (a field missing) or
+    ValueError (not an integer) for a format without what it reads."""
+    known = SCHED_EVENTS.get(fmt.name) or LIFE_EVENTS.get(fmt.name)
+    return fields_decoder(known[0], fmt, *known[1]) if known is not None else None
+
+
+def syscall_event_decoder(name: str) -> Decoder | None:
+    """The decoder of ``syscalls/<name>``: a syscall's entry or exit, None for another."""
+    if name.startswith(SYS_ENTER):
+        return syscall_decoder(ENTER, name[len(SYS_ENTER) :])
+    if name.startswith(SYS_EXIT):
+        return syscall_decoder(EXIT, name[len(SYS_EXIT) :])
+    return None
 
 
 def syscall_decoder(kind: int, name: str) -> Decoder:

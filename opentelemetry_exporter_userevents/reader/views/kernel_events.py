@@ -41,12 +41,12 @@ from opentelemetry_exporter_userevents.abi.sched import (
     EVENT_FORK,
     FTRACE_PRINT,
     FTRACE_SYSTEM,
+    SCHED_PROCESS_EXIT,
+    SCHED_PROCESS_FORK,
     SCHED_SWITCH,
     SCHED_SYSTEM,
     SCHED_WAKEUP,
     SCHED_WAKEUP_NEW,
-    SYS_ENTER,
-    SYS_EXIT,
     SYSCALLS_SYSTEM,
 )
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs, TracefsError
@@ -54,15 +54,11 @@ from opentelemetry_exporter_userevents.reader.live.cpu_pipes import CpuPipes
 from opentelemetry_exporter_userevents.reader.live.tracefs_instance import TracefsInstance
 from opentelemetry_exporter_userevents.reader.views import kernel_feed
 from opentelemetry_exporter_userevents.reader.views.kernel_decoders import (
-    ENTER,
-    EXIT,
-    FORK,
-    GONE,
-    SWITCH,
-    WAKEUP,
+    LIFE_EVENTS,
+    SCHED_EVENTS,
     Decoder,
-    fields_decoder,
-    syscall_decoder,
+    sched_decoder,
+    syscall_event_decoder,
 )
 from opentelemetry_exporter_userevents.reader.views.kernel_event_budget import EventAccount
 from opentelemetry_exporter_userevents.reader.views.kernel_pauses import Pauses
@@ -80,8 +76,6 @@ from opentelemetry_exporter_userevents.reader.views.kernel_timeline import Kerne
 KERNEL_INSTANCE_PREFIX = "otel-userevents-kernel."
 GROUPS = ("sched", "syscalls")
 """What ``--kernel`` can turn on: the scheduler's switches and wake-ups, and syscalls."""
-SCHED_PROCESS_FORK = "sched_process_fork"
-SCHED_PROCESS_EXIT = "sched_process_exit"
 CLOCK = "tai"
 CLOCK_CHECKS = 16
 MAX_LOSS_TIMES = 4096
@@ -198,24 +192,17 @@ class KernelEvents:
     def _learn_formats(self) -> None:
         tracefs = self.tracefs
         decoders = self._decoders
-        fork = tracefs.read_format(SCHED_SYSTEM, SCHED_PROCESS_FORK)
-        decoders[fork.id] = fields_decoder(FORK, fork, "parent_pid", "child_pid")
-        gone = tracefs.read_format(SCHED_SYSTEM, SCHED_PROCESS_EXIT)
-        decoders[gone.id] = fields_decoder(GONE, gone, "pid")
-        if "sched" in self.groups:
-            switch = tracefs.read_format(SCHED_SYSTEM, SCHED_SWITCH)
-            decoders[switch.id] = fields_decoder(
-                SWITCH, switch, "prev_pid", "prev_state", "next_pid"
-            )
-            for wakeup in (SCHED_WAKEUP, SCHED_WAKEUP_NEW):
-                fmt = tracefs.read_format(SCHED_SYSTEM, wakeup)
-                decoders[fmt.id] = fields_decoder(WAKEUP, fmt, "pid")
+        names = [*LIFE_EVENTS, *(SCHED_EVENTS if "sched" in self.groups else ())]
+        for name in names:
+            fmt = tracefs.read_format(SCHED_SYSTEM, name)
+            decoder = sched_decoder(fmt)
+            assert decoder is not None  # one of the names it decodes
+            decoders[fmt.id] = decoder
         if "syscalls" in self.groups:
             for event_id, event in tracefs.event_ids(SYSCALLS_SYSTEM).items():
-                if event.startswith(SYS_ENTER):
-                    decoders[event_id] = syscall_decoder(ENTER, event[len(SYS_ENTER) :])
-                elif event.startswith(SYS_EXIT):
-                    decoders[event_id] = syscall_decoder(EXIT, event[len(SYS_EXIT) :])
+                syscall = syscall_event_decoder(event)
+                if syscall is not None:
+                    decoders[event_id] = syscall
         marker = tracefs.read_format(FTRACE_SYSTEM, FTRACE_PRINT)
         self._marker = (marker.id, marker.field("buf").offset)
 
