@@ -18,7 +18,6 @@ from opentelemetry_exporter_userevents._export import announce as writer_side
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
 from opentelemetry_exporter_userevents.reader.live.announcements import (
     MAX_PREFIXES,
-    MAX_WRITERS,
     AnnouncementListener,
 )
 from opentelemetry_exporter_userevents.record.schema import (
@@ -115,15 +114,31 @@ def test_gave_up_marks_a_prefix_only_from_a_writer_that_announced_it():
     assert heard.announced["checkout"].gave_up is not None  # its own writer: late
 
 
-def test_a_flood_of_writers_of_one_prefix_keeps_the_latest_ones():
+def test_a_neighbour_that_announces_a_prefix_then_gives_up_marks_nothing():
+    """The two-record attack: announce the victim's prefix (which made the neighbour one of
+    its writers), then give up. Only the first announcement's writer owns the prefix."""
     heard = listener()
-    writers = [announcement(b"shared", pid=1000 + n) for n in range(MAX_WRITERS * 3)]
+    heard._page(page(1, [announcement(b"checkout", pid=42)]), set())
+    attack = [
+        announcement(b"checkout", pid=666),
+        announcement(b"checkout", ANNOUNCE_GAVE_UP, pid=666),
+    ]
+    heard._page(page(2, attack), set())
+    known = heard.announced["checkout"]
+    assert known.gave_up is None and known.pid == 42 and known.count == 2
+    assert heard.stats.gave_up_not_theirs == 1 and heard.stats.records == 2
+
+
+def test_many_writers_of_one_prefix_leave_its_owner_in_charge():
+    heard = listener()
+    writers = [announcement(b"shared", pid=1000 + n) for n in range(200)]
     heard._page(page(1, writers), set())
+    later = [announcement(b"shared", ANNOUNCE_GAVE_UP, pid=1000 + n) for n in range(1, 200)]
+    heard._page(page(2, later), set())
     known = heard.announced["shared"]
-    assert len(known.writers) == MAX_WRITERS
-    assert 1000 not in known.writers and 1000 + MAX_WRITERS * 3 - 1 in known.writers
-    heard._page(page(2, [announcement(b"shared", ANNOUNCE_GAVE_UP, pid=1000)]), set())
-    assert known.gave_up is None and heard.stats.gave_up_not_theirs == 1
+    assert known.gave_up is None and heard.stats.gave_up_not_theirs == 199
+    heard._page(page(3, [announcement(b"shared", ANNOUNCE_GAVE_UP, pid=1000)]), set())
+    assert known.gave_up is not None  # the owner, though 199 others announced after it
 
 
 @settings(max_examples=300, deadline=None)
