@@ -50,6 +50,10 @@ from opentelemetry_exporter_userevents.reader.live.eventheader_providers import 
     ProviderDiscovery,
     eventheader_tracepoints,
 )
+from opentelemetry_exporter_userevents.reader.live.new_tracepoint_signal import (
+    NewTracepointSignal,
+)
+from opentelemetry_exporter_userevents.reader.live.rescan_schedule import RescanSchedule
 from opentelemetry_exporter_userevents.reader.live.tracefs_instance import (
     InstanceOwner,
     TracefsInstance,
@@ -167,7 +171,9 @@ class TraceReader(InstanceOwner):
         """Tracepoints with our names but not our schema (not enabled): reasons."""
         self._enabled: dict[tuple[str, str], _Enabled] = {}
         self.pipes = CpuPipes(self.tracefs, self.instance, _PAGES_PER_READ)
-        self._next_scan = 0.0
+        self.rescans = RescanSchedule(rescan_interval, None)
+        """When a rescan lists every user_events name (:mod:`.rescan_schedule`); its change
+        signal is registered at :meth:`start`."""
         self.announcements: AnnouncementListener | None = None
         """Under ``*`` (with ``hold``): the announcements of new services
         (:mod:`.announcements`), answered by :attr:`answers`."""
@@ -215,6 +221,8 @@ class TraceReader(InstanceOwner):
                     self._listen_to_announcements(self.holder)
             self.pipes.open()
             self._started = time.monotonic()
+            self.rescans.signal = NewTracepointSignal(self.tracefs)
+            self.rescans.due(self._started)  # the first is due: its probe, then the listing
             self.scan()
             if self.announcements is not None and self.announcements.listening:
                 self.answers = AnnouncementThread(
@@ -222,7 +230,7 @@ class TraceReader(InstanceOwner):
                     self._lock,
                     self._announced,
                     self.scan,
-                    self.scan,
+                    self.rescan_if_due,
                     self.rescan_interval,
                 )
                 self.answers.start()
@@ -252,6 +260,8 @@ class TraceReader(InstanceOwner):
         reader held. Idempotent."""
         if self.answers is not None:
             self.answers.stop()
+        if self.rescans.signal is not None:
+            self.rescans.signal.close()
         self.pipes.close()
         self.tracefs_instance.close()
         if self.announcements is not None:
@@ -272,14 +282,17 @@ class TraceReader(InstanceOwner):
         ones last: an app that waits until its spans are listened to finds the rest listened
         too); return their names. ``only``: of these prefixes only, looked up by name
         (:mod:`.announced_tracepoints`; just announced: their writers wait, and a whole
-        rescan lists every user_events name on the machine)."""
+        rescan lists every user_events name on the machine, which :meth:`rescan_if_due`
+        does only as often as :mod:`.rescan_schedule` allows)."""
         probe_from = self._probe_from
         if only is None:
+            started = time.monotonic()
             listing = {
                 s: self.tracefs.events(s) for s in (USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM)
             }
             found = our_tracepoints(self.tracefs, self.decoder, listing=listing)
             probe_from = max(probe_from, highest_multi_id(listing[USER_EVENTS_MULTI_SYSTEM]) + 1)
+            self.rescans.listed(started, time.monotonic(), listing[USER_EVENTS_MULTI_SYSTEM])
         else:
             found = announced_tracepoints(self.tracefs, self.decoder, only, probe_from)
         found.sort(key=lambda item: (item[2] != RESOURCE_KIND, item[2] == SPAN_KIND))
@@ -297,9 +310,15 @@ class TraceReader(InstanceOwner):
                     added.append(name)
             self._note_found(added)
             self._probe_from = probe_from
-        if only is None:
-            self._next_scan = time.monotonic() + self.rescan_interval
         return added
+
+    def rescan_if_due(self) -> bool:
+        """A full :meth:`scan` if the schedule says one is due (:mod:`.rescan_schedule`:
+        a bounded share of the time, whatever the number of names); whether it ran."""
+        if not self.rescans.due(time.monotonic()):
+            return False
+        self.scan()
+        return True
 
     def _announced(self, pids: set[int]) -> None:
         if self.on_announced is not None:
@@ -372,9 +391,7 @@ class TraceReader(InstanceOwner):
         heard = self.announcements.read() if self.announcements is not None else set()
         if heard and self.on_announced is not None and self.announcements is not None:
             self.on_announced(self.announcements.heard_pids)
-        if time.monotonic() >= self._next_scan:
-            self.scan()
-        elif heard:
+        if not self.rescan_if_due() and heard:
             self.scan(heard)
 
     def _answering(self) -> bool:
