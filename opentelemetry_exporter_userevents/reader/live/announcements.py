@@ -48,7 +48,9 @@ from opentelemetry_exporter_userevents.record.unpack import RecordUnpacker
 
 ANNOUNCE_INSTANCE_PREFIX = "otel-userevents-announce."
 MAX_PREFIXES = 1024
-"""Prefixes remembered; beyond, the oldest are forgotten and counted in ``forgotten``."""
+"""Prefixes remembered; beyond, the oldest are forgotten and counted in ``forgotten``. Also
+the most one read hands to be looked up by name: the others are remembered and counted in
+``not_looked_up`` (the next full listing finds their tracepoints, :mod:`.rescan_schedule`)."""
 _BUFFER_KB = 128
 _PAGES_PER_READ = 64
 
@@ -80,6 +82,9 @@ class AnnouncementStats:
     lost: int = 0
     """Announcements the kernel lost (the instance's buffer overflowed)."""
     corrupt_pages: int = 0
+    not_looked_up: int = 0
+    """Announcements past :data:`MAX_PREFIXES` prefixes in one read: remembered, not looked
+    up by name (the next full listing finds their tracepoints)."""
     gave_up_not_theirs: int = 0
     """"Gave up" records from another writer than the one that first announced that prefix
     (or of a prefix never announced, or forgotten): they mark nothing late."""
@@ -180,9 +185,11 @@ class AnnouncementListener:
             if not self._note(prefix, event, values["wait_ms"], pid):
                 continue
             self.stats.records += 1
-            if len(heard) < MAX_PREFIXES:
+            if prefix in heard or len(heard) < MAX_PREFIXES:
                 heard.add(prefix)
                 self.heard_pids.add(pid)
+            else:
+                self.stats.not_looked_up += 1
 
     def _note(self, prefix: str, event: int, wait_ms: int, pid: int) -> bool:
         """Remember an announcement; False for a "gave up" from another writer than the

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from opentelemetry_exporter_userevents._export import announce as writer_side
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
+from opentelemetry_exporter_userevents.reader.commands.common import discovery_parts
 from opentelemetry_exporter_userevents.reader.live.announcements import (
     MAX_PREFIXES,
     AnnouncementListener,
@@ -112,6 +113,37 @@ def test_gave_up_marks_a_prefix_only_from_a_writer_that_announced_it():
     assert heard.stats.gave_up_not_theirs == 2 and heard.stats.records == 1
     heard._page(page(3, [announcement(b"checkout", ANNOUNCE_GAVE_UP, pid=42)]), set())
     assert heard.announced["checkout"].gave_up is not None  # its own writer: late
+
+
+def test_prefixes_past_the_bound_in_one_read_are_remembered_and_counted_not_looked_up():
+    heard = listener()
+    flood = [announcement(f"p{n}".encode(), pid=n) for n in range(MAX_PREFIXES + 20)]
+    flood.append(announcement(b"p0", pid=99_999))  # heard already: its writer is listed too
+    named: set[str] = set()
+    for start in range(0, len(flood), 50):
+        heard._page(page(1, flood[start : start + 50]), named)
+    assert len(named) == MAX_PREFIXES and heard.stats.not_looked_up == 20
+    assert 99_999 in heard.heard_pids and f"p{MAX_PREFIXES + 19}" in heard.announced
+    assert heard.stats.records == MAX_PREFIXES + 21
+    assert "20 announced prefixes not looked up at once (over 1024 in one read)" in (
+        discovery_parts(_Reader(heard))  # type: ignore[arg-type]
+    )
+
+
+class _Reader:
+    """What the summary reads of a reader under ``*``, with nothing late."""
+
+    def __init__(self, heard: AnnouncementListener) -> None:
+        self.announcements = heard
+        self.answers = None
+        self.found_later_not_remembered = 0
+        self.providers = type("P", (), {"not_remembered": 0})()
+
+    def late_services(self) -> list[object]:
+        return []
+
+    def late_providers(self) -> list[object]:
+        return []
 
 
 def test_a_neighbour_that_announces_a_prefix_then_gives_up_marks_nothing():
