@@ -17,12 +17,14 @@ import pytest
 
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs
 from opentelemetry_exporter_userevents.abi.uapi import USER_EVENTS_MULTI_SYSTEM
+from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder
 from opentelemetry_exporter_userevents.reader.live import new_tracepoint_signal
 from opentelemetry_exporter_userevents.reader.live.announcement_thread import (
     STOP_TIMEOUT,
     AnnouncementThread,
 )
 from opentelemetry_exporter_userevents.reader.live.new_tracepoint_signal import (
+    PROBE_NAME,
     NewTracepointSignal,
 )
 from opentelemetry_exporter_userevents.reader.live.rescan_schedule import (
@@ -230,3 +232,9 @@ def test_a_listing_without_our_probe_leaves_the_next_check_unknown(tmp_path, nam
     signal = NewTracepointSignal(Tracefs(str(tmp_path)))
     signal.learn([f"{signal.name}.{n}" for n in names] + ["other.5"])
     assert signal.changed()  # no probe held when it listed: nothing to expect
+
+
+def test_the_probe_is_never_taken_for_one_of_our_tracepoints():
+    decoder = RecordDecoder("*")
+    assert decoder.kind_of(f"{PROBE_NAME}_4242.1f") is None
+    assert decoder.kind_of(f"{PROBE_NAME}_4242") is None
