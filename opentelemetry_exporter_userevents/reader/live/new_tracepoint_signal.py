@@ -76,6 +76,13 @@ class NewTracepointSignal:
             return False
         return True
 
+    @property
+    def next_id(self) -> int | None:
+        """The id the next multi-format tracepoint gets, as of the last probe that saw no
+        other (None when not known): an announced prefix's look-up tries its ids from
+        there (:mod:`.announced_tracepoints`), since its app registered them after."""
+        return self._expected
+
     def learn(self, multi_format_names: Iterable[str]) -> None:
         """After a full listing of ``user_events_multi`` made after :meth:`changed`: the
         probe held then is in it, and the next one's id follows it."""

@@ -184,8 +184,8 @@ class TraceReader(InstanceOwner):
         """Held by a scan while it enables (not while it lists or looks names up) and by a
         read of announcements; never across the main loop's decoding, joining or output."""
         self._probe_from = 0
-        """The multi-format id after the highest the last full rescan saw
-        (:mod:`.announced_tracepoints`)."""
+        """The multi-format id after the highest the last full rescan saw, or the change
+        signal's next one if later (:mod:`.announced_tracepoints`)."""
         self.announcement_error: str | None = None
         """Why announcements cannot be heard here, if they cannot."""
         self._started = 0.0
@@ -316,9 +316,20 @@ class TraceReader(InstanceOwner):
         """A full :meth:`scan` if the schedule says one is due (:mod:`.rescan_schedule`:
         a bounded share of the time, whatever the number of names); whether it ran."""
         if not self.rescans.due(time.monotonic()):
+            self._follow_multi_format_ids()
             return False
         self.scan()
         return True
+
+    def _follow_multi_format_ids(self) -> None:
+        """Move the announced look-ups' first id to the signal's next one: between full
+        listings the counter moves on (the probes alone take two ids a second), and a
+        look-up tries only :data:`.MULTI_PROBE_IDS` ids from there."""
+        signal = self.rescans.signal
+        next_id = signal.next_id if signal is not None else None
+        if next_id is not None and next_id > self._probe_from:
+            with self._lock:
+                self._probe_from = max(self._probe_from, next_id)
 
     def _announced(self, pids: set[int]) -> None:
         if self.on_announced is not None:

@@ -95,6 +95,7 @@ class FakeSignal:
         self.new = False
         self.asked = 0
         self.unavailable: str | None = None
+        self.next_id: int | None = None
 
     def changed(self) -> bool:
         self.asked += 1
@@ -155,7 +156,10 @@ class KernelCounter:
 
     def register(self, fd, command, flags, address, bit, *args, **kwargs) -> int:
         name = command.split(" ", 1)[0]
-        os.makedirs(self.tracefs.event_dir(USER_EVENTS_MULTI_SYSTEM, f"{name}.{self.next_id:x}"))
+        directory = self.tracefs.event_dir(USER_EVENTS_MULTI_SYSTEM, f"{name}.{self.next_id:x}")
+        os.makedirs(directory)
+        with open(os.path.join(directory, "id"), "w") as f:
+            f.write(f"{1000 + self.next_id}\n")
         self.next_id += 1
         return 0
 
@@ -238,3 +242,34 @@ def test_the_probe_is_never_taken_for_one_of_our_tracepoints():
     decoder = RecordDecoder("*")
     assert decoder.kind_of(f"{PROBE_NAME}_4242.1f") is None
     assert decoder.kind_of(f"{PROBE_NAME}_4242") is None
+
+
+def test_between_listings_an_announced_prefix_is_looked_up_from_the_signals_next_id(
+    tmp_path, monkeypatch
+):
+    """Between full listings the counter moves on (here 45 probes in 9 s, at a 0.2 s
+    interval): an app announced then is still found by name, its ids past the 32 after
+    the last listing's highest."""
+    (tmp_path / "user_events_data").write_bytes(b"")
+    tracefs = Tracefs(str(tmp_path))
+    kernel = KernelCounter(tracefs)
+    monkeypatch.setattr(new_tracepoint_signal, "register_ioctl", kernel.register)
+    monkeypatch.setattr(new_tracepoint_signal, "unregister_ioctl", lambda *a, **k: None)
+    clock = Clock()
+    monkeypatch.setattr(time, "monotonic", clock)
+    reader = TraceReader(tracefs, prefix="*", hold=False, rescan_interval=0.2)
+    enabled: list[str] = []
+    reader._enable = lambda system, name, kind: enabled.append(name) or True  # type: ignore[method-assign]
+    reader.rescans.signal = NewTracepointSignal(tracefs)
+    try:
+        reader.rescans.due(clock.now)  # as start does: the probe, then the listing
+        reader.scan()
+        for _ in range(45):
+            clock.now += 0.2
+            assert not reader.rescan_if_due()  # nothing new: no listing
+        kernel.register(-1, "svc_span u32 a", 2, 0, 0)  # the app, then its announcement
+        reader.scan({"svc"})
+        assert enabled == [f"svc_span.{kernel.next_id - 1:x}"]
+        assert reader.rescans.stats.full_listings == 1
+    finally:
+        reader.rescans.signal.close()
