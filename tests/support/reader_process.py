@@ -123,3 +123,19 @@ def items(output: Path) -> int:
     """Spans and logs written to the OTLP/JSON output so far (whatever the batching)."""
     spans, logs = requests(output) if output.exists() else ([], [])
     return len(flatten(spans, "spans")) + len(flatten(logs, "logs"))
+
+
+def worker_processes(parent: int) -> int:
+    """How many decoding workers ``parent`` has (its resource tracker is not one)."""
+    found = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue  # gone
+        if int(stat.rsplit(")", 1)[1].split()[1]) == parent and b"spawn_main" in command:
+            found += 1
+    return found

@@ -284,6 +284,10 @@ def discovery_parts(reader: TraceReader) -> list[str]:
             ("announcements that made no sense", heard.stats.invalid),
             ("announcements lost", heard.stats.lost),
             ("announced prefixes forgotten (the oldest, over 1024)", heard.stats.forgotten),
+            (
+                "announced prefixes not looked up at once (over 1024 in one read)",
+                heard.stats.not_looked_up,
+            ),
             ("'gave up' announcements from another writer", heard.stats.gave_up_not_theirs),
         ):
             if count:

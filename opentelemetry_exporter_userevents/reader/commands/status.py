@@ -29,10 +29,8 @@ from opentelemetry_exporter_userevents.reader.decode.otlp_metrics import (
     otlp_metrics_unpacker,
 )
 from opentelemetry_exporter_userevents.reader.hist.collector import HIST_INSTANCE_PREFIX
-from opentelemetry_exporter_userevents.reader.live.trace_reader import (
-    INSTANCE_PREFIX,
-    our_tracepoints,
-)
+from opentelemetry_exporter_userevents.reader.live.our_tracepoints import our_tracepoints
+from opentelemetry_exporter_userevents.reader.live.trace_reader import INSTANCE_PREFIX
 from opentelemetry_exporter_userevents.reader.live.tracefs_instance import (
     LIVE,
     STALE,

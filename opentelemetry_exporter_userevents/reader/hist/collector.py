@@ -25,7 +25,7 @@ from opentelemetry_exporter_userevents.abi.uapi import USER_EVENTS_MULTI_SYSTEM,
 from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder
 from opentelemetry_exporter_userevents.reader.hist.hist_file import MergedHistogram, parse_hist
 from opentelemetry_exporter_userevents.reader.live.announcements import AnnouncementListener
-from opentelemetry_exporter_userevents.reader.live.trace_reader import our_tracepoints
+from opentelemetry_exporter_userevents.reader.live.our_tracepoints import our_tracepoints
 from opentelemetry_exporter_userevents.reader.live.tracefs_instance import (
     InstanceOwner,
     TracefsInstance,

@@ -9,9 +9,10 @@ Single-format names are known exactly: ``<base>_<schema version>``, and ``<base>
 releases. A multi-format name is ``<base>.<hex id>``, the id from a counter the kernel keeps
 for all multi-format tracepoints (docs: user_events ABI), so it cannot be known, only
 bounded: an announcing writer registered its tracepoints just before, so their ids follow
-the highest id the last full rescan saw. The lookup tries :data:`MULTI_PROBE_IDS` ids from
-there for each base name; what it misses (more multi-format tracepoints registered on the
-machine since that rescan) the next full rescan finds, within the rescan interval.
+the highest id the last full rescan saw, or the rescan's change signal's next one if later
+(:mod:`.new_tracepoint_signal`). The lookup tries :data:`MULTI_PROBE_IDS` ids from there
+for each base name; what it misses (more multi-format tracepoints registered on the machine
+since) fired that signal, and the next full listing finds it (:mod:`.rescan_schedule`).
 """
 
 from __future__ import annotations

@@ -7,14 +7,18 @@ An announcing writer waits, up to its timeout (2 s by default), until its tracep
 listened to. The reader's main loop reads, decodes, joins and writes: a down collector or a
 slow output holds it for seconds. So this thread waits on the announcement instance
 (``poll``), reads each announcement and has the announced prefixes' tracepoints enabled at
-once; it runs the periodic full rescan too (services that do not announce), so neither
-waits for the main loop. It shares the reader's lock, which the reader holds for one read of
-announcements or one enabling, never across the main loop's work.
+once. It starts the periodic rescan (services that do not announce) on a thread of its own
+(:mod:`.rescan_thread`), so an answer waits neither for the main loop nor for a listing of
+every user_events name. Both share the reader's lock, which the reader holds for one read
+of announcements or one enabling, never across the main loop's work or a listing: an
+announcement is answered within the writer's wait (2 s by default) whatever the number of
+names on the machine.
 
 Any local writer may write announcements, so a flood costs a bounded amount: at most
 :data:`MAX_ANSWERED_PER_SECOND` prefixes are looked up per second, after a burst of as many;
 the others wait their turn (counted in ``deferred``), at most :data:`MAX_PENDING` of them
-(beyond, counted in ``dropped``: the next full rescan still finds their tracepoints).
+(beyond, counted in ``dropped``: the next full listing still finds their tracepoints, as
+their registration changed the signal it waits for).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from opentelemetry_exporter_userevents.reader.live.announcements import AnnouncementListener
+from opentelemetry_exporter_userevents.reader.live.rescan_thread import RescanThread
 
 MAX_ANSWERED_PER_SECOND = 32
 """Announced prefixes looked up per second (each at most ``12 * (2 + MULTI_PROBE_IDS)``
@@ -36,7 +41,7 @@ many."""
 MAX_PENDING = 1024
 """Announced prefixes waiting for their turn; beyond, new ones are dropped and counted."""
 STOP_TIMEOUT = 5.0
-"""Seconds :meth:`AnnouncementThread.stop` waits for the thread (one look-up or rescan)."""
+"""Seconds :meth:`AnnouncementThread.stop` waits for the thread (one look-up)."""
 
 
 @dataclass
@@ -47,7 +52,6 @@ class AnswerStats:
     """Announced prefixes that waited for their turn (over the rate)."""
     dropped: int = 0
     """Announced prefixes not kept (over :data:`MAX_PENDING` waiting)."""
-    full_rescans: int = 0
 
 
 class _Budget:
@@ -87,15 +91,15 @@ class AnnouncementThread:
         now: float | None = None,
     ) -> None:
         """``announced(pids)``: called with the writers of what was just read, before any
-        look-up; ``answer(prefixes)``: enable their tracepoints; ``rescan()``: the full
-        rescan, every ``rescan_interval`` seconds. ``now``: the rate's clock starts then
+        look-up; ``answer(prefixes)``: enable their tracepoints; ``rescan()``: called every
+        ``rescan_interval`` seconds on the rescan thread (:mod:`.rescan_schedule` decides
+        whether it lists every name). ``now``: the rate's clock starts then
         (tests)."""
         self.listener = listener
         self.lock = lock
         self.announced = announced
         self.answer = answer
-        self.rescan = rescan
-        self.rescan_interval = rescan_interval
+        self.rescans = RescanThread(rescan, rescan_interval, self._failed)
         self.stats = AnswerStats()
         self.error: str | None = None
         """Why the thread stopped before it was asked to (the main loop answers then)."""
@@ -109,10 +113,12 @@ class AnnouncementThread:
 
     @property
     def running(self) -> bool:
-        return self._thread.is_alive()
+        """Both threads run (if one fails, the other stops: the main loop does both)."""
+        return self._thread.is_alive() and self.rescans.running
 
     def start(self) -> None:
         self._thread.start()
+        self.rescans.start()
 
     def stop(self) -> None:
         """Wake the thread, wait for it (idempotent)."""
@@ -120,28 +126,37 @@ class AnnouncementThread:
             return
         self._stopping = True
         os.write(self._wake_write, b"x")
+        self.rescans.stop()
         if self._thread.is_alive():
             self._thread.join(STOP_TIMEOUT)
         os.close(self._wake_write)
         os.close(self._wake_read)
         self._wake_write = self._wake_read = -1
 
+    def _failed(self, why: str) -> None:
+        """One thread failed: say why, and stop the other (the main loop does both)."""
+        if self.error is None:
+            self.error = why
+        self._stopping = True
+        try:
+            os.write(self._wake_write, b"x")
+        except OSError:
+            pass  # stopped meanwhile
+
     def _run(self) -> None:
         try:
             self._loop()
         except Exception as error:  # noqa: BLE001 - said, and the main loop takes over
             self.error = f"announcements are answered by the main loop: {error!r}"
+            self.rescans.stop()
 
     def _loop(self) -> None:
         poll = select.poll()
         self.listener.pipes.register(poll)
         poll.register(self._wake_read, select.POLLIN)
-        next_rescan = time.monotonic() + self.rescan_interval
         while not self._stopping:
-            timeout = next_rescan - time.monotonic()
-            if self._pending:
-                timeout = min(timeout, self._budget.wait())
-            poll.poll(max(0.0, timeout) * 1000)
+            timeout = self._budget.wait() * 1000 if self._pending else None
+            poll.poll(timeout)
             if self._stopping:
                 return
             with self.lock:
@@ -149,13 +164,7 @@ class AnnouncementThread:
                 pids = set(self.listener.heard_pids)
             if pids:
                 self.announced(pids)
-            if time.monotonic() >= next_rescan:
-                self.stats.full_rescans += 1
-                self.rescan()  # finds the tracepoints of what was just heard, and waited
-                self._pending.clear()
-                next_rescan = time.monotonic() + self.rescan_interval
-            else:
-                self.take_in(heard, time.monotonic())
+            self.take_in(heard, time.monotonic())
 
     def take_in(self, heard: set[str], now: float) -> None:
         """Queue the prefixes just heard and answer as many waiting ones as the rate

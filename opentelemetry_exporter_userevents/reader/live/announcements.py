@@ -14,8 +14,16 @@ looks the prefix's tracepoints up at once.
 Any local process allowed to write user_events can write here too, with any text: a record
 counts only if it decodes by the tracepoint's format, its prefix is one our names can have
 and its event is known; at most :data:`MAX_PREFIXES` prefixes are remembered (the oldest
-are forgotten first, and counted), a "gave up" record counts only from a writer that
-announced that prefix, and look-ups are limited per second (:mod:`.announcement_thread`).
+are forgotten first, and counted), a "gave up" record counts only from the writer of the
+prefix's first announcement (its owner), and look-ups are limited per second
+(:mod:`.announcement_thread`).
+
+The owner is the first announcement's ``common_pid``, the writing thread: an exporter writes
+its announcement and its "gave up" from one call (``_export/announce.py``), so from one
+thread. A neighbour that announces a prefix already announced, then gives up, marks nothing
+(counted in ``gave_up_not_theirs``); so does a second process of the same service that gives
+up (the price: its late start is not reported). A neighbour that announces a prefix before
+its service ever does owns it: that needs the prefix known before the service starts.
 """
 
 from __future__ import annotations
@@ -40,11 +48,9 @@ from opentelemetry_exporter_userevents.record.unpack import RecordUnpacker
 
 ANNOUNCE_INSTANCE_PREFIX = "otel-userevents-announce."
 MAX_PREFIXES = 1024
-"""Prefixes remembered; beyond, the oldest are forgotten and counted in ``forgotten``."""
-MAX_WRITERS = 64
-"""Writers (``common_pid``) remembered per prefix, the latest: a "gave up" record marks a
-prefix late only when one of them wrote it (an exporter writes both records from one call,
-so from one thread)."""
+"""Prefixes remembered; beyond, the oldest are forgotten and counted in ``forgotten``. Also
+the most one read hands to be looked up by name: the others are remembered and counted in
+``not_looked_up`` (the next full listing finds their tracepoints, :mod:`.rescan_schedule`)."""
 _BUFFER_KB = 128
 _PAGES_PER_READ = 64
 
@@ -55,15 +61,14 @@ class Announced:
 
     prefix: str
     pid: int
-    """The writer of the first announcement (``common_pid``)."""
+    """The writer of the first announcement (``common_pid``): the prefix's owner, whose
+    "gave up" alone marks it late."""
     heard: float
     """``time.monotonic()`` when the reader read the first one."""
     wait_ms: int
     gave_up: float | None = None
     """When the reader read that a writer stopped waiting (ANNOUNCE_GAVE_UP), if one did."""
     count: int = 1
-    writers: dict[int, None] = field(default_factory=dict)
-    """The latest :data:`MAX_WRITERS` writers that announced it (in order)."""
 
 
 @dataclass
@@ -77,9 +82,12 @@ class AnnouncementStats:
     lost: int = 0
     """Announcements the kernel lost (the instance's buffer overflowed)."""
     corrupt_pages: int = 0
+    not_looked_up: int = 0
+    """Announcements past :data:`MAX_PREFIXES` prefixes in one read: remembered, not looked
+    up by name (the next full listing finds their tracepoints)."""
     gave_up_not_theirs: int = 0
-    """"Gave up" records from a writer that had not announced that prefix (or was
-    forgotten): they mark nothing late."""
+    """"Gave up" records from another writer than the one that first announced that prefix
+    (or of a prefix never announced, or forgotten): they mark nothing late."""
 
 
 @dataclass
@@ -177,15 +185,18 @@ class AnnouncementListener:
             if not self._note(prefix, event, values["wait_ms"], pid):
                 continue
             self.stats.records += 1
-            if len(heard) < MAX_PREFIXES:
+            if prefix in heard or len(heard) < MAX_PREFIXES:
                 heard.add(prefix)
                 self.heard_pids.add(pid)
+            else:
+                self.stats.not_looked_up += 1
 
     def _note(self, prefix: str, event: int, wait_ms: int, pid: int) -> bool:
-        """Remember an announcement; False for a "gave up" its writer had no part in."""
+        """Remember an announcement; False for a "gave up" from another writer than the
+        prefix's owner."""
         known = self.announced.get(prefix)
         now = time.monotonic()
-        if event == ANNOUNCE_GAVE_UP and (known is None or pid not in known.writers):
+        if event == ANNOUNCE_GAVE_UP and (known is None or pid != known.pid):
             self.stats.gave_up_not_theirs += 1
             return False
         if known is None:
@@ -194,12 +205,7 @@ class AnnouncementListener:
                 self.stats.forgotten += 1
             known = self.announced[prefix] = Announced(prefix, pid, now, wait_ms, count=0)
         known.count += 1
-        if event == ANNOUNCE_REGISTERED:
-            known.writers.pop(pid, None)
-            known.writers[pid] = None
-            if len(known.writers) > MAX_WRITERS:
-                del known.writers[next(iter(known.writers))]
-        elif known.gave_up is None:
+        if event == ANNOUNCE_GAVE_UP and known.gave_up is None:
             known.gave_up = now
         return True
 

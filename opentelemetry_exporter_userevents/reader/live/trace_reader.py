@@ -48,8 +48,12 @@ from opentelemetry_exporter_userevents.reader.live.cpu_pipes import CpuPipes
 from opentelemetry_exporter_userevents.reader.live.eventheader_providers import (
     LateProvider,
     ProviderDiscovery,
-    eventheader_tracepoints,
 )
+from opentelemetry_exporter_userevents.reader.live.new_tracepoint_signal import (
+    NewTracepointSignal,
+)
+from opentelemetry_exporter_userevents.reader.live.our_tracepoints import our_tracepoints
+from opentelemetry_exporter_userevents.reader.live.rescan_schedule import RescanSchedule
 from opentelemetry_exporter_userevents.reader.live.tracefs_instance import (
     InstanceOwner,
     TracefsInstance,
@@ -96,36 +100,6 @@ class LateService:
     ``gave up waiting after N ms`` (the reader was too slow: stalled or busy)."""
 
 
-def our_tracepoints(
-    tracefs: Tracefs,
-    decoder: RecordDecoder,
-    only: Collection[str] | None = None,
-    listing: dict[str, list[str]] | None = None,
-) -> list[tuple[str, str, str]]:
-    """(system, name, kind) of each tracepoint with one of the decoder's names: every
-    ``<name>.<id>`` version in ``user_events_multi``, and the single-format fallback; and
-    the EventHeader tracepoints of the decoder's providers. ``only``: of these prefixes
-    only (the ones just announced); ``listing``: the names of each system, if the caller
-    listed them already."""
-    found = []
-    for system in (USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM):
-        names = listing[system] if listing is not None else tracefs.events(system)
-        if system == USER_EVENTS_SYSTEM and only is None:
-            found += eventheader_tracepoints(names, decoder.providers)
-        for name in names:
-            if system == USER_EVENTS_MULTI_SYSTEM and "." not in name:
-                continue
-            known = decoder.kind_of(name)
-            if known is None:
-                continue
-            if only is not None:
-                parsed = parse_tracepoint(name)
-                if parsed is None or parsed.prefix not in only:
-                    continue
-            found.append((system, name, known[0]))
-    return found
-
-
 class TraceReader(InstanceOwner):
     """Reads our records from a private tracefs instance. Use as a context manager."""
 
@@ -170,7 +144,9 @@ class TraceReader(InstanceOwner):
         """The format text of each tracepoint enabled, in the order enabled (it only
         grows: :meth:`known_formats`)."""
         self.pipes = CpuPipes(self.tracefs, self.instance, _PAGES_PER_READ)
-        self._next_scan = 0.0
+        self.rescans = RescanSchedule(rescan_interval, None)
+        """When a rescan lists every user_events name (:mod:`.rescan_schedule`); its change
+        signal is registered at :meth:`start`."""
         self.announcements: AnnouncementListener | None = None
         """Under ``*`` (with ``hold``): the announcements of new services
         (:mod:`.announcements`), answered by :attr:`answers`."""
@@ -181,8 +157,8 @@ class TraceReader(InstanceOwner):
         """Held by a scan while it enables (not while it lists or looks names up) and by a
         read of announcements; never across the main loop's decoding, joining or output."""
         self._probe_from = 0
-        """The multi-format id after the highest the last full rescan saw
-        (:mod:`.announced_tracepoints`)."""
+        """The multi-format id after the highest the last full rescan saw, or the change
+        signal's next one if later (:mod:`.announced_tracepoints`)."""
         self.announcement_error: str | None = None
         """Why announcements cannot be heard here, if they cannot."""
         self._started = 0.0
@@ -218,6 +194,8 @@ class TraceReader(InstanceOwner):
                     self._listen_to_announcements(self.holder)
             self.pipes.open()
             self._started = time.monotonic()
+            self.rescans.signal = NewTracepointSignal(self.tracefs)
+            self.rescans.due(self._started)  # the first is due: its probe, then the listing
             self.scan()
             if self.announcements is not None and self.announcements.listening:
                 self.answers = AnnouncementThread(
@@ -225,7 +203,7 @@ class TraceReader(InstanceOwner):
                     self._lock,
                     self._announced,
                     self.scan,
-                    self.scan,
+                    self.rescan_if_due,
                     self.rescan_interval,
                 )
                 self.answers.start()
@@ -255,6 +233,8 @@ class TraceReader(InstanceOwner):
         reader held. Idempotent."""
         if self.answers is not None:
             self.answers.stop()
+        if self.rescans.signal is not None:
+            self.rescans.signal.close()
         self.pipes.close()
         self.tracefs_instance.close()
         if self.announcements is not None:
@@ -275,14 +255,17 @@ class TraceReader(InstanceOwner):
         ones last: an app that waits until its spans are listened to finds the rest listened
         too); return their names. ``only``: of these prefixes only, looked up by name
         (:mod:`.announced_tracepoints`; just announced: their writers wait, and a whole
-        rescan lists every user_events name on the machine)."""
+        rescan lists every user_events name on the machine, which :meth:`rescan_if_due`
+        does only as often as :mod:`.rescan_schedule` allows)."""
         probe_from = self._probe_from
         if only is None:
+            started = time.monotonic()
             listing = {
                 s: self.tracefs.events(s) for s in (USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM)
             }
             found = our_tracepoints(self.tracefs, self.decoder, listing=listing)
             probe_from = max(probe_from, highest_multi_id(listing[USER_EVENTS_MULTI_SYSTEM]) + 1)
+            self.rescans.listed(started, time.monotonic(), listing[USER_EVENTS_MULTI_SYSTEM])
         else:
             found = announced_tracepoints(self.tracefs, self.decoder, only, probe_from)
         found.sort(key=lambda item: (item[2] != RESOURCE_KIND, item[2] == SPAN_KIND))
@@ -300,9 +283,26 @@ class TraceReader(InstanceOwner):
                     added.append(name)
             self._note_found(added)
             self._probe_from = probe_from
-        if only is None:
-            self._next_scan = time.monotonic() + self.rescan_interval
         return added
+
+    def rescan_if_due(self) -> bool:
+        """A full :meth:`scan` if the schedule says one is due (:mod:`.rescan_schedule`:
+        a bounded share of the time, whatever the number of names); whether it ran."""
+        if not self.rescans.due(time.monotonic()):
+            self._follow_multi_format_ids()
+            return False
+        self.scan()
+        return True
+
+    def _follow_multi_format_ids(self) -> None:
+        """Move the announced look-ups' first id to the signal's next one: between full
+        listings the counter moves on (the probes alone take two ids a second), and a
+        look-up tries only :data:`.MULTI_PROBE_IDS` ids from there."""
+        signal = self.rescans.signal
+        next_id = signal.next_id if signal is not None else None
+        if next_id is not None and next_id > self._probe_from:
+            with self._lock:
+                self._probe_from = max(self._probe_from, next_id)
 
     def _announced(self, pids: set[int]) -> None:
         if self.on_announced is not None:
@@ -367,17 +367,16 @@ class TraceReader(InstanceOwner):
         else:
             time.sleep(timeout)
 
-    def rescan_if_due(self) -> None:
-        """Rescan now if a service announced itself, else when the interval has passed
-        (the thread that answers announcements does both while it runs)."""
+    def discover(self) -> None:
+        """Enable the tracepoints of services that announced themselves, and rescan when
+        the schedule says (the threads that answer announcements and rescan do both while
+        they run)."""
         if self._answering():
             return
         heard = self.announcements.read() if self.announcements is not None else set()
         if heard and self.on_announced is not None and self.announcements is not None:
             self.on_announced(self.announcements.heard_pids)
-        if time.monotonic() >= self._next_scan:
-            self.scan()
-        elif heard:
+        if not self.rescan_if_due() and heard:
             self.scan(heard)
 
     def _answering(self) -> bool:
@@ -443,7 +442,7 @@ class TraceReader(InstanceOwner):
         for page in self.read_pages():
             self.decoder.decode_page(page, records)
         records.sort(key=lambda record: record.timestamp)
-        self.rescan_if_due()
+        self.discover()
         return records
 
     def read_pages(self) -> list[bytes]:
@@ -459,7 +458,7 @@ class TraceReader(InstanceOwner):
         """Like :meth:`read_cpu_pages`, and rescan when due (``record --capture``: pages are
         kept, not decoded, so the reader keeps up with bursts)."""
         pages = self.read_cpu_pages()
-        self.rescan_if_due()
+        self.discover()
         return pages
 
     def known_formats(self) -> list[str]:

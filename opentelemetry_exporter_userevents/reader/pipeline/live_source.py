@@ -25,4 +25,4 @@ class LiveSource:
         """Enable the tracepoints of services announced or found since (when due): after
         a read's pages are decoded in-process, so a record still in the buffer is decoded
         with the format it was written with, even if a new tracepoint takes its id."""
-        self.reader.rescan_if_due()
+        self.reader.discover()

@@ -79,6 +79,13 @@ GROUPS = ("sched", "syscalls")
 CLOCK = "tai"
 CLOCK_CHECKS = 16
 MAX_LOSS_TIMES = 4096
+MAX_ANNOUNCED_THREADS = 4096
+"""Threads listed from the announcements' thread that wait for the timeline's next read;
+past this they are dropped and counted (``announced_dropped``): each is still listed in
+``set_event_pid``, and the timeline watches it from its first record the main loop reads,
+as for a writer that did not announce. The main loop takes them at every read, and
+announcements are answered at most 32 prefixes a second (:mod:`.announcement_thread`), so
+only a stalled main loop fills this."""
 _PAGES_PER_READ = 1024
 _BUFFER_KB = 4096
 _MARK = "otel-userevents clock "
@@ -118,6 +125,9 @@ class KernelStats:
     """Processes listed (a pid reused by a new process counts again)."""
     processes_not_watched: int = 0
     """Writers gone before they could be listed, or whose listing the kernel refused."""
+    announced_dropped: int = 0
+    """Threads listed from announcements, dropped past :data:`MAX_ANNOUNCED_THREADS` waiting
+    for the timeline (watched from their first record instead)."""
 
 
 @dataclass
@@ -147,7 +157,8 @@ class KernelEvents:
         """Guards the listed processes, ``set_event_pid`` and enabling, which the main loop
         and the announcements' thread both change; the timeline is the main loop's alone."""
         self._announced: list[tuple[int, int, ProcessKey]] = []
-        """Threads listed from the announcements' thread, for the timeline's next read."""
+        """Threads listed from the announcements' thread, for the timeline's next read (at
+        most :data:`MAX_ANNOUNCED_THREADS`)."""
         self._enabled = False
         self._offset = 0
         self._last_read = time.time_ns()
@@ -283,7 +294,9 @@ class KernelEvents:
         and the timeline learns of the threads at the next read."""
         watched = self._list([tid for tid in tids if tid > 0])
         with self._listing:
-            self._announced += watched
+            room = MAX_ANNOUNCED_THREADS - len(self._announced)
+            self._announced += watched[: max(room, 0)]
+            self.stats.announced_dropped += max(len(watched) - max(room, 0), 0)
 
     def _take_announced(self) -> None:
         """The threads listed from the announcements' thread, into the timeline."""

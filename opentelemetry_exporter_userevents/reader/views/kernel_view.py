@@ -321,6 +321,10 @@ def kernel_parts(view: object) -> list[str]:
         ("kernel events undecodable", events.undecodable),
         ("processes not watched", events.processes_not_watched),
         (
+            "announcing threads watched from their first record (too many waiting)",
+            events.announced_dropped,
+        ),
+        (
             "spans naming a linux.thread.id not of their writer's process (refused)",
             stats.threads_refused,
         ),

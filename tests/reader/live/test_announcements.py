@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from opentelemetry_exporter_userevents._export import announce as writer_side
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
+from opentelemetry_exporter_userevents.reader.commands.common import discovery_parts
 from opentelemetry_exporter_userevents.reader.live.announcements import (
     MAX_PREFIXES,
-    MAX_WRITERS,
     AnnouncementListener,
 )
 from opentelemetry_exporter_userevents.record.schema import (
@@ -115,15 +115,62 @@ def test_gave_up_marks_a_prefix_only_from_a_writer_that_announced_it():
     assert heard.announced["checkout"].gave_up is not None  # its own writer: late
 
 
-def test_a_flood_of_writers_of_one_prefix_keeps_the_latest_ones():
+def test_prefixes_past_the_bound_in_one_read_are_remembered_and_counted_not_looked_up():
     heard = listener()
-    writers = [announcement(b"shared", pid=1000 + n) for n in range(MAX_WRITERS * 3)]
+    flood = [announcement(f"p{n}".encode(), pid=n) for n in range(MAX_PREFIXES + 20)]
+    flood.append(announcement(b"p0", pid=99_999))  # heard already: its writer is listed too
+    named: set[str] = set()
+    for start in range(0, len(flood), 50):
+        heard._page(page(1, flood[start : start + 50]), named)
+    assert len(named) == MAX_PREFIXES and heard.stats.not_looked_up == 20
+    assert 99_999 in heard.heard_pids and f"p{MAX_PREFIXES + 19}" in heard.announced
+    assert heard.stats.records == MAX_PREFIXES + 21
+    assert "20 announced prefixes not looked up at once (over 1024 in one read)" in (
+        discovery_parts(_Reader(heard))  # type: ignore[arg-type]
+    )
+
+
+class _Reader:
+    """What the summary reads of a reader under ``*``, with nothing late."""
+
+    def __init__(self, heard: AnnouncementListener) -> None:
+        self.announcements = heard
+        self.answers = None
+        self.found_later_not_remembered = 0
+        self.providers = type("P", (), {"not_remembered": 0})()
+
+    def late_services(self) -> list[object]:
+        return []
+
+    def late_providers(self) -> list[object]:
+        return []
+
+
+def test_a_neighbour_that_announces_a_prefix_then_gives_up_marks_nothing():
+    """The two-record attack: announce the victim's prefix (which made the neighbour one of
+    its writers), then give up. Only the first announcement's writer owns the prefix."""
+    heard = listener()
+    heard._page(page(1, [announcement(b"checkout", pid=42)]), set())
+    attack = [
+        announcement(b"checkout", pid=666),
+        announcement(b"checkout", ANNOUNCE_GAVE_UP, pid=666),
+    ]
+    heard._page(page(2, attack), set())
+    known = heard.announced["checkout"]
+    assert known.gave_up is None and known.pid == 42 and known.count == 2
+    assert heard.stats.gave_up_not_theirs == 1 and heard.stats.records == 2
+
+
+def test_many_writers_of_one_prefix_leave_its_owner_in_charge():
+    heard = listener()
+    writers = [announcement(b"shared", pid=1000 + n) for n in range(200)]
     heard._page(page(1, writers), set())
+    later = [announcement(b"shared", ANNOUNCE_GAVE_UP, pid=1000 + n) for n in range(1, 200)]
+    heard._page(page(2, later), set())
     known = heard.announced["shared"]
-    assert len(known.writers) == MAX_WRITERS
-    assert 1000 not in known.writers and 1000 + MAX_WRITERS * 3 - 1 in known.writers
-    heard._page(page(2, [announcement(b"shared", ANNOUNCE_GAVE_UP, pid=1000)]), set())
-    assert known.gave_up is None and heard.stats.gave_up_not_theirs == 1
+    assert known.gave_up is None and heard.stats.gave_up_not_theirs == 199
+    heard._page(page(3, [announcement(b"shared", ANNOUNCE_GAVE_UP, pid=1000)]), set())
+    assert known.gave_up is not None  # the owner, though 199 others announced after it
 
 
 @settings(max_examples=300, deadline=None)

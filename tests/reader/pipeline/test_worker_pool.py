@@ -313,7 +313,7 @@ class _FakeReader:
     def known_formats(self) -> list[str]:
         return FORMAT_TEXTS
 
-    def rescan_if_due(self) -> None:
+    def discover(self) -> None:
         pass
 
     def wait(self, seconds: float) -> None:

@@ -30,6 +30,7 @@ from opentelemetry_exporter_userevents.reader.views.kernel_budget import (
     ScanBudget,
 )
 from opentelemetry_exporter_userevents.reader.views.kernel_events import (
+    MAX_ANNOUNCED_THREADS,
     KernelEvents,
     KernelEventsError,
 )
@@ -43,7 +44,7 @@ from opentelemetry_exporter_userevents.reader.views.kernel_timeline import (
     EXIT_GRACE_READS,
     KernelTimeline,
 )
-from opentelemetry_exporter_userevents.reader.views.kernel_view import KernelView
+from opentelemetry_exporter_userevents.reader.views.kernel_view import KernelView, kernel_parts
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 FORMATS = json.loads((DATA / "kernel_formats_6_12.json").read_text())
@@ -475,3 +476,29 @@ def test_threads_announced_just_before_a_read_get_its_events(monkeypatch):
     summary = events.timeline.summary(APP.pid, on_cpu_at, on_cpu_at + MS, 0)
     assert summary is not None and not summary.partial
     assert summary.on_cpu == MS
+
+
+def test_threads_announced_while_the_main_loop_reads_nothing_are_bounded_and_counted(
+    monkeypatch,
+):
+    """A stalled main loop takes none of the threads the announcements' thread listed: past
+    the bound they are dropped, counted, and watched from their first record instead."""
+    processes = {
+        pid: ProcessKey(pid, 1) for pid in range(1_000, 1_000 + MAX_ANNOUNCED_THREADS + 500)
+    }
+    _listing(monkeypatch, processes)
+    tracefs = _Tracefs()
+    events = _events(tracefs)
+    for pid in processes:
+        events.watch_announced({pid})
+    assert len(events._announced) == MAX_ANNOUNCED_THREADS
+    assert events.stats.announced_dropped == 500
+    assert "500 announcing threads watched from their first record (too many waiting)" in (
+        kernel_parts(KernelView(events))
+    )
+    assert len(tracefs.listed) == len(processes)  # each still listed in set_event_pid
+    last = max(processes)
+    events._take_announced()
+    assert events.timeline.watched(1_000) and not events.timeline.watched(last)
+    events.watch([last])  # its first record, read by the main loop
+    assert events.timeline.watched(last)
