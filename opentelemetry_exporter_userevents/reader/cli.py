@@ -19,7 +19,7 @@ import math
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from opentelemetry_exporter_userevents.environment_variables import (
     OTEL_EXPORTER_USER_EVENTS_PREFIX,
@@ -42,6 +42,10 @@ exit codes:
   2    usage error (a bad option or value, a --filter no tracepoint takes)
   130  interrupted (a second Ctrl-C, or Ctrl-C while status or decode runs)"""
 
+STANDARD_OUTPUT = ("-", "/dev/stdout")
+"""``--output`` values that mean standard output (the reader's own, never reopened: a
+symbolic link is not written through, :mod:`.private_file`)."""
+
 READY_FILE_HELP = (
     "once it listens (the line 'otel-userevents: recording ...' is on stderr by then), "
     "write its tracefs instance's name to FILE (created 0600), for scripts that wait "
@@ -49,25 +53,71 @@ READY_FILE_HELP = (
 )
 
 
+AT_LEAST_ONE = "a whole number, at least 1"
+ZERO_OR_MORE = "seconds, 0 or more"
+MORE_THAN_ZERO = "seconds, more than 0"
+MILLISECONDS = "milliseconds, 0 or more"
+
+EXPORTER_PACKAGES = {
+    "otlp_proto_http": "opentelemetry-exporter-otlp-proto-http",
+    "otlp_proto_grpc": "opentelemetry-exporter-otlp-proto-grpc (this package's grpc extra)",
+    "otlp": "opentelemetry-exporter-otlp",
+    "zipkin_json": "opentelemetry-exporter-zipkin-json",
+    "zipkin_proto": "opentelemetry-exporter-zipkin-proto-http",
+    "prometheus": "opentelemetry-exporter-prometheus",
+}
+"""The packages that provide the exporters people name most, for the error that says which
+one to install when it is missing."""
+
+
+def _number(text: str, kind: type[float] | type[int], rule: str) -> float:
+    """``text`` as ``kind``, or a usage error in the words ``--help`` uses (argparse would
+    name the function that parses it, ``invalid _duration value``)."""
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: {rule}") from None
+
+
 def _positive(text: str) -> int:
-    number = int(text)
+    number = int(_number(text, int, AT_LEAST_ONE))
     if number < 1:
-        raise argparse.ArgumentTypeError("at least 1")
+        raise argparse.ArgumentTypeError(f"{text!r}: {AT_LEAST_ONE}")
     return number
 
 
 def _seconds(text: str) -> float:
-    number = float(text)
+    number = _number(text, float, ZERO_OR_MORE)
     if not number >= 0 or number == float("inf"):
-        raise argparse.ArgumentTypeError("seconds, 0 or more")
+        raise argparse.ArgumentTypeError(f"{text!r}: {ZERO_OR_MORE}")
     return number
 
 
 def _duration(text: str) -> float:
-    number = float(text)
+    number = _number(text, float, MORE_THAN_ZERO)
     if not number > 0 or math.isinf(number):
-        raise argparse.ArgumentTypeError("seconds, more than 0")
+        raise argparse.ArgumentTypeError(f"{text!r}: {MORE_THAN_ZERO}")
     return number
+
+
+def _milliseconds(text: str) -> float:
+    number = _number(text, float, MILLISECONDS)
+    if not number >= 0 or math.isinf(number):
+        raise argparse.ArgumentTypeError(f"{text!r}: {MILLISECONDS}")
+    return number
+
+
+def _kernel_groups(text: str) -> str:
+    """``--kernel``'s groups, checked now (the modules that read them load later)."""
+    from opentelemetry_exporter_userevents.reader.views.kernel_groups import (  # noqa: PLC0415
+        parse_groups,
+    )
+
+    try:
+        parse_groups(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
 
 
 def _prefix(text: str) -> str:
@@ -102,20 +152,65 @@ def _exporters() -> list[str]:
     return sorted(names - {"user_events"})
 
 
+def _exporter_of(installed: list[str]) -> Callable[[str], str]:
+    """``--exporter``'s check: an installed exporter's name, else an error listing those
+    installed and, for an exporter we know, the package to install."""
+
+    def exporter(text: str) -> str:
+        if text in installed:
+            return text
+        listed = ", ".join(installed) or "none"
+        if text == "user_events":
+            why = "re-exporting to user_events would feed the reader its own output"
+        elif text in EXPORTER_PACKAGES:
+            why = f"{text} is not installed: pip install {EXPORTER_PACKAGES[text]}"
+        else:
+            why = f"no exporter named {text!r}"
+        raise argparse.ArgumentTypeError(f"{why} (installed: {listed})")
+
+    return exporter
+
+
 def _add_kernel_wait_threshold(parser: argparse.ArgumentParser) -> None:
     """``--kernel-wait-threshold``, the same for ``record`` and ``decode``."""
     parser.add_argument(
         "--kernel-wait-threshold",
-        type=float,
+        type=_milliseconds,
         default=1.0,
         metavar="MS",
         help="with --kernel, a span event for each stretch off the CPU of at least MS "
-        "milliseconds (default 1)",
+        f"({MILLISECONDS}; default 1)",
     )
 
 
+class _CommandLine(argparse.ArgumentParser):
+    """The top parser: an option its command does not take is refused with that command's
+    usage (argparse's own error shows the top-level one), and options that need another
+    are refused here, before anything starts (exit 2, as for any usage error)."""
+
+    commands: dict[str, argparse.ArgumentParser]
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: None = None
+    ) -> argparse.Namespace:
+        argv = list(sys.argv[1:] if args is None else args)
+        parsed, extras = self.parse_known_args(argv)
+        command = getattr(parsed, "command", None)
+        sub = self.commands.get(command) if command else None
+        if extras:
+            message = "unrecognized arguments: " + " ".join(extras)
+            after = argv[argv.index(command) + 1 :] if command in argv else []
+            if sub is not None and all(extra in after for extra in extras):
+                sub.error(message)
+            self.error(message)
+        if sub is not None and command == "record":
+            if parsed.spool is not None and not parsed.exporter:
+                sub.error("--spool keeps OTLP/HTTP requests: use it with --exporter")
+        return parsed
+
+
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(
+    top = _CommandLine(
         prog="otel-userevents",
         description="Read OpenTelemetry spans and logs written as Linux user_events.",
         epilog=EXIT_CODES,
@@ -151,7 +246,11 @@ def parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="also show the health a 'record --spool DIR' reader last wrote there (default: none)",
     )
-    rec.add_argument("--duration", type=_duration, help="seconds to record (default: until Ctrl-C)")
+    rec.add_argument(
+        "--duration",
+        type=_duration,
+        help=f"how long to record: {MORE_THAN_ZERO} (default: until Ctrl-C)",
+    )
     rec.add_argument(
         "--filter",
         help="kernel event filter for span and log tracepoints, e.g. 'status_code == 2' or "
@@ -167,8 +266,9 @@ def parser() -> argparse.ArgumentParser:
     )
     rec.add_argument(
         "--buffer-size-kb",
-        type=int,
-        help="per-CPU ring buffer size (KiB) (default: the kernel's)",
+        type=_positive,
+        metavar="KIB",
+        help=f"per-CPU ring buffer size in KiB: {AT_LEAST_ONE} (default: the kernel's)",
     )
     rec.add_argument(
         "--progress",
@@ -184,6 +284,7 @@ def parser() -> argparse.ArgumentParser:
     )
     rec.add_argument(
         "--kernel",
+        type=_kernel_groups,
         metavar="GROUPS",
         help="also read the kernel's own events for the processes that write our records "
         "and add to each span what its thread did while it ran: 'sched' (on-CPU and "
@@ -199,7 +300,7 @@ def parser() -> argparse.ArgumentParser:
         metavar="EVENTS",
         help="with --kernel, the kernel events of one process kept at once and per second; "
         "past it they are counted, the process is left out of the kernel's events for a "
-        "second, and its spans meanwhile are partial (default 100000)",
+        f"second, and its spans meanwhile are partial ({AT_LEAST_ONE}; default 100000)",
     )
     dec = commands.add_parser(
         "decode",
@@ -212,6 +313,7 @@ def parser() -> argparse.ArgumentParser:
     dec.add_argument("file", help="trace.dat (trace-cmd, versions 6 and 7) or perf.data")
     dec.add_argument(
         "--kernel",
+        type=_kernel_groups,
         metavar="GROUPS",
         help="add to each span what its thread did in the kernel, as record --kernel does, "
         "from the scheduler's and syscalls' events the capture holds (trace-cmd record -C tai "
@@ -247,9 +349,12 @@ def parser() -> argparse.ArgumentParser:
         "otlp_metrics tracepoint (OTLP metrics), held from the start; 'otlp_metrics' "
         "takes that tracepoint alone (default: none)",
     )
-    exporters = ", ".join(_exporters()) or "none"
+    installed = _exporters()
+    exporters = ", ".join(installed) or "none"
     for sub in (rec, dec):
-        sub.add_argument("--output", "-o", help="write here (default: stdout)")
+        sub.add_argument(
+            "--output", "-o", help="write here; '-' is standard output (default: stdout)"
+        )
         sub.add_argument(
             "--format",
             choices=("otlp-json", "tree"),
@@ -259,6 +364,7 @@ def parser() -> argparse.ArgumentParser:
         )
         sub.add_argument(
             "--exporter",
+            type=_exporter_of(installed),
             help="re-export through this installed OpenTelemetry exporter (an entry-point "
             f"name; installed: {exporters}) instead of --format (default: none)",
         )
@@ -269,7 +375,8 @@ def parser() -> argparse.ArgumentParser:
             metavar="N",
             help="processes that decode, check and encode OTLP/JSON lines in parallel "
             f"(default: the CPUs available, at most {MAX_DEFAULT_WORKERS}: here "
-            f"{default_workers()}); 1 decodes in-process. The output is the same either way "
+            f"{default_workers()}; {AT_LEAST_ONE}); 1 decodes in-process. The output is "
+            "the same either way "
             "(lines may be batched differently). Started only when busy: record, at a read "
             "of 64 pages or more; decode, for a trace.dat of 4 MiB or more (a perf.data "
             "decodes in-process). The tree view and --exporter decode in-process",
@@ -280,7 +387,8 @@ def parser() -> argparse.ArgumentParser:
         default=10.0,
         metavar="SECONDS",
         help="on stop (Ctrl-C, SIGTERM, SIGHUP, --duration), deliver what is queued for the "
-        "output for at most SECONDS (default 10, within systemd's 30-s stop timeout), then "
+        f"output for at most SECONDS ({ZERO_OR_MORE}; default 10, within systemd's 30-s stop "
+        "timeout), then "
         "count what was not delivered and exit, even if the output is stuck",
     )
     rec.add_argument(
@@ -298,7 +406,8 @@ def parser() -> argparse.ArgumentParser:
         type=_positive,
         default=256,
         metavar="MB",
-        help="bytes the spool holds at most, in MiB (default 256); past it the oldest "
+        help=f"bytes the spool holds at most, in MiB ({AT_LEAST_ONE}; default 256); past it "
+        "the oldest "
         "requests are dropped, counted in the summary",
     )
     rec.add_argument(
@@ -311,14 +420,19 @@ def parser() -> argparse.ArgumentParser:
         "reader's own health (records read, lost, invalid, dropped, queued, spooled, "
         "exported and failed, each request's duration) as OTLP metrics through the same "
         "output (service.name otel-userevents); with --spool, also write it to "
-        "DIR/health.json for 'status --spool DIR' (default 60; 0: never)",
+        f"DIR/health.json for 'status --spool DIR' ({ZERO_OR_MORE}; default 60; 0: never)",
     )
     rec.add_argument("--rescan-interval", type=float, default=0.5, help=argparse.SUPPRESS)
     rec.add_argument("--resource-wait", type=float, default=11.0, help=argparse.SUPPRESS)
     rec.add_argument("--ready-file", metavar="FILE", help=READY_FILE_HELP)
-    hst.add_argument("--duration", type=_duration, help="seconds to count (default: until Ctrl-C)")
+    hst.add_argument(
+        "--duration",
+        type=_duration,
+        help=f"how long to count: {MORE_THAN_ZERO} (default: until Ctrl-C)",
+    )
     hst.add_argument("--rescan-interval", type=float, default=0.5, help=argparse.SUPPRESS)
     hst.add_argument("--ready-file", metavar="FILE", help=READY_FILE_HELP)
+    top.commands = {"status": stat, "record": rec, "hist": hst, "decode": dec}
     return top
 
 
@@ -373,7 +487,7 @@ def _run(args: argparse.Namespace) -> int:
             from opentelemetry_exporter_userevents.reader.commands.record import (  # noqa: PLC0415
                 record as command,
             )
-        if args.output:
+        if args.output and args.output not in STANDARD_OUTPUT:
             with open_private(args.output) as out:
                 return command(args, out, sys.stderr)
         return command(args, sys.stdout, sys.stderr)
