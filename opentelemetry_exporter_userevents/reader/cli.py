@@ -17,12 +17,17 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import signal
 import sys
 from collections.abc import Callable, Sequence
 
 from opentelemetry_exporter_userevents.environment_variables import (
     OTEL_EXPORTER_USER_EVENTS_PREFIX,
+)
+from opentelemetry_exporter_userevents.reader.entry_point import (
+    StoppedEarly,
+    honour_stop_signals,
+    restore,
+    said,
 )
 from opentelemetry_exporter_userevents.reader.private_file import open_private
 from opentelemetry_exporter_userevents.reader.terminal_text import escape_logging, printable
@@ -32,22 +37,27 @@ from opentelemetry_exporter_userevents.reader.worker_count import (
 )
 from opentelemetry_exporter_userevents.version import __version__
 
-# Nothing heavier above: main() sets the signal handlers first, then the command's modules
-# are imported (half a second on a host, tens of seconds in an emulated guest).
+# Nothing heavier above: the entry point (:mod:`.entry_point`) sets the signal handlers
+# first, then this module loads; the command's modules are imported once the options are
+# checked (half a second on a host, tens of seconds in an emulated guest).
 
 EXIT_CODES = """\
 exit codes:
   0    done (record and hist also when stopped by --duration, Ctrl-C, SIGTERM or SIGHUP)
   1    runtime error (no tracefs, no rights, an output that cannot be opened, a bad file)
   2    usage error (a bad option or value, a --filter no tracepoint takes)
-  130  interrupted (a second Ctrl-C, or Ctrl-C while status or decode runs)"""
+  130  interrupted (Ctrl-C before record or hist listens, a second Ctrl-C, or Ctrl-C
+       while status or decode runs)
+  143  stopped by SIGTERM before record or hist listens, or while status or decode runs
+       (129: SIGHUP)"""
 
 STANDARD_OUTPUT = ("-", "/dev/stdout")
 """``--output`` values that mean standard output (the reader's own, never reopened: a
 symbolic link is not written through, :mod:`.private_file`)."""
 
 READY_FILE_HELP = (
-    "once it listens (the line 'otel-userevents: recording ...' is on stderr by then), "
+    "once it listens (the line 'otel-userevents: recording ...', the same in every mode, is "
+    "on stderr by then), "
     "write its tracefs instance's name to FILE (created 0600), for scripts that wait "
     "before they start their apps (default: none)"
 )
@@ -436,29 +446,16 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
-def honour_stop_signals() -> None:
-    """Ctrl-C and SIGTERM stop ``otel-userevents`` from its first line on, before the
-    commands' modules are imported and their own handlers set: SIGINT raises
-    KeyboardInterrupt (exit 130, no traceback) even where it came ignored (a background job
-    of ``sh``), and SIGTERM ends the process unless a handler takes it."""
-    try:
-        if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-        if signal.getsignal(signal.SIGTERM) == signal.SIG_IGN:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    except ValueError:  # not the main thread (a test calling main): its signals are not ours
-        pass
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    honour_stop_signals()
+    replaced = honour_stop_signals()  # none, when started by the entry point
     try:
         args = parser().parse_args(argv)
         escape_logging()  # the libraries log texts of records: never raw to a terminal
         return _run(args)
-    except KeyboardInterrupt:
-        sys.stderr.write("otel-userevents: interrupted\n")
-        return 130
+    except (KeyboardInterrupt, StoppedEarly) as stopped:
+        return said(stopped)
+    finally:
+        restore(replaced)
 
 
 def _run(args: argparse.Namespace) -> int:
