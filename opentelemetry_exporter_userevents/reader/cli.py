@@ -252,6 +252,13 @@ def parser() -> argparse.ArgumentParser:
             "(default: the --prefix before the command; status: every prefix)",
         )
     stat.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="each tracepoint on its lines, with its layout, schema version, id and "
+        "listeners (default: a line per prefix or provider)",
+    )
+    stat.add_argument(
         "--spool",
         metavar="DIR",
         help="also show the health a 'record --spool DIR' reader last wrote there (default: none)",
