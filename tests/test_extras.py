@@ -1,7 +1,7 @@
 # Copyright The OpenTelemetry Authors
 # SPDX-License-Identifier: Apache-2.0
 
-"""The extras match the recipes: every ``--exporter`` the README and ``deploy/`` use is
+"""The extras match the recipes: every ``--exporter`` the README, docs/ and ``deploy/`` use is
 installed by ``[reader]``, or by the extra the recipe names beside it (``grpc``); a user who
 followed the install line is not told ``no exporter named 'otlp_proto_http'``."""
 
@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from opentelemetry_exporter_userevents.reader.cli import EXPORTER_PACKAGES
+from tests.support.readme_commands import documentation
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -21,7 +22,11 @@ else:  # pragma: no cover - Python 3.10
     tomllib = pytest.importorskip("tomli")
 
 ROOT = Path(__file__).resolve().parents[1]
-RECIPES = [ROOT / "README.rst", *sorted(p for p in (ROOT / "deploy").rglob("*") if p.is_file())]
+RECIPES = [
+    ROOT / "README.rst",
+    *sorted((ROOT / "docs").glob("*.rst")),
+    *sorted(p for p in (ROOT / "deploy").rglob("*") if p.is_file()),
+]
 EXTRA_OF = {"otlp_proto_grpc": "grpc"}
 """Exporters an extra of their own installs; the recipe names that extra beside them."""
 
@@ -52,5 +57,5 @@ def test_each_exporter_a_recipe_uses_comes_with_the_extra_it_is_used_with(export
     extra = EXTRA_OF.get(exporter, "reader")
     assert package in _extras()[extra], (exporter, extra)
     if extra != "reader":
-        readme = (ROOT / "README.rst").read_text(encoding="utf-8")
+        readme = documentation()
         assert re.search(rf"``--exporter {exporter}`` \(install the ``{extra}`` extra", readme)

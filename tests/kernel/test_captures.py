@@ -216,7 +216,7 @@ def test_record_capture_on_a_full_file_system_removes_its_instance_and_names_the
 def test_trace_cmd_before_the_app_stops_at_once_as_the_readme_says(
     tracefs, prefix, tmp_path, kernel_has_multi_format
 ):
-    """README's "Other tools" says to start the app first: with no tracepoint of the prefix
+    """docs/reader.rst's "Other tools" says to start the app first: with no tracepoint of the prefix
     yet, trace-cmd's glob enables nothing and it stops with the message README quotes; the
     same line once the app runs records it (the test above decodes that)."""
     trace_cmd = _tool("trace-cmd")
@@ -229,6 +229,6 @@ def test_trace_cmd_before_the_app_stops_at_once_as_the_readme_says(
     said = f"No events enabled with {system}:{prefix}_*"
     assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
     assert said in done.stdout + done.stderr, (done.stdout, done.stderr)
-    readme = (Path(__file__).resolve().parents[2] / "README.rst").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "reader.rst").read_text("utf-8")
     assert "Start\nthe app first" in readme
     assert "No events enabled with user_events_multi:otel_*" in readme

@@ -253,5 +253,5 @@ def test_the_readmes_samples_are_what_the_programs_print_now():
     difference is fixed by ``python -m testbed.readme_samples --write``, or is a bug."""
     fresh = readme_samples.run_all()
     assert sorted(fresh) == sorted(readme_samples.SAMPLES)
-    found = readme_samples.differences(readme_samples.README.read_text(), fresh)
+    found = readme_samples.differences(readme_samples.documented(), fresh)
     assert found == {}, "\n".join(f"sample {name}:\n{diff}" for name, diff in found.items())

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import re
 from importlib.metadata import entry_points
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -29,8 +28,7 @@ from opentelemetry_exporter_userevents.version import __version__
 from tests.reader.capture.test_capture import FORMATS, MULTI, _capture, _pages, _records
 from tests.reader.test_workers import _FakeReader
 from tests.support.pages import data_event, page, record
-
-README = Path(__file__).resolve().parents[3] / "README.rst"
+from tests.support.readme_commands import documentation
 
 
 def _parsers() -> list[argparse.ArgumentParser]:
@@ -105,7 +103,7 @@ def test_help_and_readme_give_the_exit_codes(capsys):
     with pytest.raises(SystemExit):
         cli.main(["--help"])
     out = capsys.readouterr().out
-    readme = README.read_text(encoding="utf-8")
+    readme = documentation()  # README.rst and docs/reader.rst
     for code, meaning in (("0", "done"), ("1", "runtime error"), ("2", "usage error"),
                           ("130", "interrupted")):  # fmt: skip
         assert re.search(rf"^  {code} +{meaning}", out, re.M), code

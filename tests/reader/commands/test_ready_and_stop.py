@@ -22,6 +22,7 @@ from opentelemetry_exporter_userevents.reader import cli
 from opentelemetry_exporter_userevents.reader.commands import hist as hist_command
 from opentelemetry_exporter_userevents.reader.commands import status as status_command
 from opentelemetry_exporter_userevents.reader.commands.common import say_ready
+from tests.support.readme_commands import documentation
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -168,7 +169,7 @@ def test_help_and_readme_list_every_exit_code(capsys):
     with pytest.raises(SystemExit):
         cli.main(["--help"])
     out = capsys.readouterr().out
-    readme = (ROOT / "README.rst").read_text(encoding="utf-8")
+    readme = documentation()  # README.rst and docs/reader.rst
     for code, meaning in (("130", "interrupted"), ("143", "stopped by SIGTERM")):
         assert re.search(rf"^  {code} +{meaning}", out, re.M), code
         assert re.search(rf"``{code}``\s+{meaning}", readme), code

@@ -19,6 +19,7 @@ from opentelemetry_exporter_userevents.reader import cli
 from opentelemetry_exporter_userevents.reader.commands import record as record_command
 from tests.reader.capture.test_capture import _capture, _pages, _records
 from tests.reader.test_workers import _FakeReader
+from tests.support.readme_commands import documentation
 
 ROOT = Path(__file__).resolve().parents[3]
 PACKAGE = "opentelemetry_exporter_userevents"
@@ -170,7 +171,7 @@ def test_the_ready_line_reads_as_the_readme_shows_it(monkeypatch, capsys, tmp_pa
         "otel-userevents: recording prefix otel for 0.1 s (tracefs instance fake); "
         "Ctrl-C or SIGTERM stops it"
     ]
-    assert (ROOT / "README.rst").read_text().count("; Ctrl-C or SIGTERM stops it") >= 1
+    assert documentation().count("; Ctrl-C or SIGTERM stops it") >= 1
 
 
 def test_help_leaves_the_entry_points_unread():
