@@ -30,11 +30,14 @@ import pytest
 
 from testbed.pytest_plugin import REQUIRE_ENV
 from tests.support.readme_commands import (
+    CHECK_KERNEL,
     EXPORTING,
     INSTALL,
     QUICK_START,
+    README,
     ROOT,
     needs_user_events,
+    section,
     shell_blocks,
     shell_lines,
 )
@@ -139,3 +142,19 @@ def test_the_quick_start_lines_work_as_written(tmp_path):
     }
     assert per_image["bzImage"] > 0 and len(set(per_image.values())) == 1, per_image
     assert "error" not in suite.splitlines()[-1].lower(), suite[-2000:]
+
+
+def test_the_kernel_check_answers_here_as_the_readme_says():
+    """The check's one line, run here: this host's answer is one README explains (on a
+    kernel with user_events, tests/kernel/test_drop_in.py runs it too)."""
+    (line,) = shell_lines(CHECK_KERNEL)
+    done = subprocess.run(["sh", "-c", line], capture_output=True, text=True, timeout=60)
+    text = " ".join(" ".join(section(CHECK_KERNEL, README.read_text())).split())
+    if done.returncode == 0:
+        assert done.stdout.strip() == "/sys/kernel/tracing/user_events_data"
+        assert "It prints the path: user_events is here." in text
+    else:
+        answer = "No such file or directory" if os.geteuid() == 0 else "Permission denied"
+        answer = "Permission denied" if "Permission denied" in done.stderr else answer
+        assert answer in done.stderr, done.stderr
+        assert f"``{answer}``" in text

@@ -16,6 +16,7 @@ README = ROOT / "README.rst"
 
 QUICK_START = "Quick start"
 INSTALL = "Install"  # from a clone and from a wheel
+CHECK_KERNEL = "Check your kernel"  # one command, and what each answer means
 EXPORTING = "Exporting spans and logs"  # the drop-in line and "Watch them"
 DOCS = ROOT / "docs"
 
