@@ -114,7 +114,8 @@ def _brief(described: list[str], listened: list[list[str]]) -> str:
         f"{listener} on {'all' if n == count else f'{n} of {count}'}"
         for listener, n in sorted(listeners.items())
     )
-    return f"{count} tracepoints, {what}; listeners: {heard or 'none'}"
+    noun = "tracepoint" if count == 1 else "tracepoints"
+    return f"{count} {noun}, {what}; listeners: {heard or 'none'}"
 
 
 _BRIEF_DETAIL = re.compile(r", id \d+(, \d+ fields)?$")
