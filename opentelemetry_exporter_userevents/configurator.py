@@ -42,7 +42,7 @@ from opentelemetry.sdk.environment_variables import OTEL_CONFIG_FILE
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
-from opentelemetry_exporter_userevents._console_logging import console_logging_kept
+from opentelemetry_exporter_userevents._export.console_logging import console_logging_kept
 from opentelemetry_exporter_userevents.lean_tracer import UserEventsTracerProvider
 from opentelemetry_exporter_userevents.log_exporter import UserEventsLogExporter
 from opentelemetry_exporter_userevents.logging_handler import UserEventsLoggingHandler

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from opentelemetry_exporter_userevents.reader.cli import EXPORTER_PACKAGES
+from opentelemetry_exporter_userevents.reader.options import EXPORTER_PACKAGES
 from tests.support.readme_commands import documentation
 
 if sys.version_info >= (3, 11):

@@ -96,7 +96,10 @@ READER_STAGES: dict[str, set[str]] = {
     "commands": {"decode", "live", "capture", "views", "join", "outputs", "hist", "workers"}
     | {"worker_loop"},
     "worker_count": set(),
-    "cli": {"commands", "worker_count"},
+    "stop_early": set(),
+    "options": {"views", "commands"},
+    "cli": {"commands", "worker_count", "stop_early", "options"},
+    "entry_point": {"stop_early", "cli"},
     "__init__": {"decode", "live", "join"},
 }
 READER_COMMON = {"terminal_text", "private_file"}

@@ -15,7 +15,6 @@ by name and status and logs by severity (:mod:`.hist_collector`), reading no rec
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 from collections.abc import Sequence
@@ -23,13 +22,14 @@ from collections.abc import Sequence
 from opentelemetry_exporter_userevents.environment_variables import (
     OTEL_EXPORTER_USER_EVENTS_PREFIX,
 )
-from opentelemetry_exporter_userevents.reader.entry_point import (
+from opentelemetry_exporter_userevents.reader import options
+from opentelemetry_exporter_userevents.reader.private_file import open_private
+from opentelemetry_exporter_userevents.reader.stop_early import (
     StoppedEarly,
     honour_stop_signals,
     restore,
     said,
 )
-from opentelemetry_exporter_userevents.reader.private_file import open_private
 from opentelemetry_exporter_userevents.reader.terminal_text import escape_logging, printable
 from opentelemetry_exporter_userevents.reader.worker_count import (
     MAX_DEFAULT_WORKERS,
@@ -63,146 +63,15 @@ READY_FILE_HELP = (
 )
 
 
-AT_LEAST_ONE = "a whole number, at least 1"
-ZERO_OR_MORE = "seconds, 0 or more"
-MORE_THAN_ZERO = "seconds, more than 0"
-MILLISECONDS = "milliseconds, 0 or more"
-
-EXPORTER_PACKAGES = {
-    "otlp_proto_http": "opentelemetry-exporter-otlp-proto-http",
-    "otlp_proto_grpc": "opentelemetry-exporter-otlp-proto-grpc (this package's grpc extra)",
-    "otlp": "opentelemetry-exporter-otlp",
-    "zipkin_json": "opentelemetry-exporter-zipkin-json",
-    "zipkin_proto": "opentelemetry-exporter-zipkin-proto-http",
-    "prometheus": "opentelemetry-exporter-prometheus",
-}
-"""The packages that provide the exporters people name most, for the error that says which
-one to install when it is missing."""
-
-
-def _number(text: str, kind: type[float] | type[int], rule: str) -> float:
-    """``text`` as ``kind``, or a usage error in the words ``--help`` uses (argparse would
-    name the function that parses it, ``invalid _duration value``)."""
-    try:
-        return kind(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: {rule}") from None
-
-
-def _positive(text: str) -> int:
-    number = int(_number(text, int, AT_LEAST_ONE))
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: {AT_LEAST_ONE}")
-    return number
-
-
-def _seconds(text: str) -> float:
-    number = _number(text, float, ZERO_OR_MORE)
-    if not number >= 0 or number == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r}: {ZERO_OR_MORE}")
-    return number
-
-
-def _duration(text: str) -> float:
-    number = _number(text, float, MORE_THAN_ZERO)
-    if not number > 0 or math.isinf(number):
-        raise argparse.ArgumentTypeError(f"{text!r}: {MORE_THAN_ZERO}")
-    return number
-
-
-def _milliseconds(text: str) -> float:
-    number = _number(text, float, MILLISECONDS)
-    if not number >= 0 or math.isinf(number):
-        raise argparse.ArgumentTypeError(f"{text!r}: {MILLISECONDS}")
-    return number
-
-
-def _kernel_groups(text: str) -> str:
-    """``--kernel``'s groups, checked now (the modules that read them load later)."""
-    from opentelemetry_exporter_userevents.reader.views.kernel_groups import (  # noqa: PLC0415
-        parse_groups,
-    )
-
-    try:
-        parse_groups(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-    return text
-
-
-def _prefix(text: str) -> str:
-    from opentelemetry_exporter_userevents.record.tracepoints import (  # noqa: PLC0415
-        ANY_PREFIX,
-        MAX_PREFIX_LENGTH,
-        is_prefix,
-    )
-
-    if text == ANY_PREFIX or is_prefix(text):
-        return text
-    rule = f"letters, digits and '_', not a digit first, at most {MAX_PREFIX_LENGTH} characters"
-    raise argparse.ArgumentTypeError(f"{text!r}: a prefix is {rule} (or '*')")
-
-
-def _provider(text: str) -> str:
-    from opentelemetry_exporter_userevents.reader.commands.common import (  # noqa: PLC0415
-        provider_argument,
-    )
-
-    return provider_argument(text)
-
-
-def _exporters() -> list[str]:
-    """The installed OpenTelemetry exporters' entry-point names, except ours (the reader
-    would read its own output)."""
-    from importlib.metadata import entry_points  # noqa: PLC0415
-
-    names: set[str] = set()
-    for kind in ("traces", "logs", "metrics"):
-        names |= {e.name for e in entry_points(group=f"opentelemetry_{kind}_exporter")}
-    return sorted(names - {"user_events"})
-
-
-def _exporter(text: str) -> str:
-    """``--exporter``'s check: an installed exporter's name, else an error listing those
-    installed and, for an exporter we know, the package to install."""
-    installed = _exporters()
-    if text in installed:
-        return text
-    listed = ", ".join(installed) or "none"
-    if text == "user_events":
-        why = "re-exporting to user_events would feed the reader its own output"
-    elif text in EXPORTER_PACKAGES:
-        why = f"{text} is not installed: pip install {EXPORTER_PACKAGES[text]}"
-    else:
-        why = f"no exporter named {text!r}"
-    raise argparse.ArgumentTypeError(f"{why} (installed: {listed})")
-
-
-INSTALLED = "<installed exporters>"
-"""In ``--exporter``'s help, replaced by the installed ones' names when help is shown:
-listing them loads ``importlib.metadata`` (a fifth of ``--help``'s CPU), which a command
-without ``--exporter`` does not need."""
-
-
-class _Help(argparse.HelpFormatter):
-    """The subcommands' help, with :data:`INSTALLED` filled in."""
-
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        text = super()._get_help_string(action)
-        if text is not None and INSTALLED in text:
-            text = text.replace(INSTALLED, ", ".join(_exporters()) or "none")
-        return text
-
-
 def _add_kernel_wait_threshold(parser: argparse.ArgumentParser) -> None:
     """``--kernel-wait-threshold``, the same for ``record`` and ``decode``."""
     parser.add_argument(
         "--kernel-wait-threshold",
-        type=_milliseconds,
+        type=options.milliseconds,
         default=1.0,
         metavar="MS",
         help="with --kernel, a span event for each stretch off the CPU of at least MS "
-        f"({MILLISECONDS}; default 1)",
+        f"({options.MILLISECONDS}; default 1)",
     )
 
 
@@ -243,14 +112,14 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--tracefs", help="tracefs mount point (default: found in /proc/mounts)")
     top.add_argument(
         "--prefix",
-        type=_prefix,
+        type=options.prefix,
         default=os.environ.get(OTEL_EXPORTER_USER_EVENTS_PREFIX),
         help="tracepoint name prefix the exporters use (default: $OTEL_EXPORTER_USER_EVENTS_PREFIX"
         " or otel; status: every prefix)",
     )
     commands = top.add_subparsers(dest="command", required=True)
     stat = commands.add_parser("status", help="registered tracepoints, versions and listeners")
-    rec = commands.add_parser("record", help="record spans and logs", formatter_class=_Help)
+    rec = commands.add_parser("record", help="record spans and logs", formatter_class=options.Help)
     hst = commands.add_parser(
         "hist", help="kernel-side counts of spans by name and status, logs by severity"
     )
@@ -259,7 +128,7 @@ def parser() -> argparse.ArgumentParser:
             "--prefix",
             dest="prefixes",
             action="append",
-            type=_prefix,
+            type=options.prefix,
             help="a service's tracepoint prefix; give it once per service, or '*' for every "
             "prefix whose tracepoints match our schemas (those appear within a rescan) "
             "(default: the --prefix before the command; status: every prefix)",
@@ -278,8 +147,8 @@ def parser() -> argparse.ArgumentParser:
     )
     rec.add_argument(
         "--duration",
-        type=_duration,
-        help=f"how long to record: {MORE_THAN_ZERO} (default: until Ctrl-C)",
+        type=options.duration,
+        help=f"how long to record: {options.MORE_THAN_ZERO} (default: until Ctrl-C)",
     )
     rec.add_argument(
         "--filter",
@@ -296,9 +165,9 @@ def parser() -> argparse.ArgumentParser:
     )
     rec.add_argument(
         "--buffer-size-kb",
-        type=_positive,
+        type=options.positive,
         metavar="KIB",
-        help=f"per-CPU ring buffer size in KiB: {AT_LEAST_ONE} (default: the kernel's)",
+        help=f"per-CPU ring buffer size in KiB: {options.AT_LEAST_ONE} (default: the kernel's)",
     )
     rec.add_argument(
         "--progress",
@@ -314,7 +183,7 @@ def parser() -> argparse.ArgumentParser:
     )
     rec.add_argument(
         "--kernel",
-        type=_kernel_groups,
+        type=options.kernel_groups,
         metavar="GROUPS",
         help="also read the kernel's own events for the processes that write our records "
         "and add to each span what its thread did while it ran: 'sched' (on-CPU and "
@@ -325,17 +194,17 @@ def parser() -> argparse.ArgumentParser:
     _add_kernel_wait_threshold(rec)
     rec.add_argument(
         "--kernel-budget",
-        type=_positive,
+        type=options.positive,
         default=100_000,
         metavar="EVENTS",
         help="with --kernel, the kernel events of one process kept at once and per second; "
         "past it they are counted, the process is left out of the kernel's events for a "
-        f"second, and its spans meanwhile are partial ({AT_LEAST_ONE}; default 100000)",
+        f"second, and its spans meanwhile are partial ({options.AT_LEAST_ONE}; default 100000)",
     )
     dec = commands.add_parser(
         "decode",
         help="rebuild spans and logs from a trace.dat (trace-cmd) or perf.data",
-        formatter_class=_Help,
+        formatter_class=options.Help,
         description="Rebuild spans and logs from a trace.dat (trace-cmd) or perf.data, as "
         "record would have written them, except that no container.id, host.name or host "
         "process.pid is added from /proc: a capture's pids are those of another time, or "
@@ -344,7 +213,7 @@ def parser() -> argparse.ArgumentParser:
     dec.add_argument("file", help="trace.dat (trace-cmd, versions 6 and 7) or perf.data")
     dec.add_argument(
         "--kernel",
-        type=_kernel_groups,
+        type=options.kernel_groups,
         metavar="GROUPS",
         help="add to each span what its thread did in the kernel, as record --kernel does, "
         "from the scheduler's and syscalls' events the capture holds (trace-cmd record -C tai "
@@ -356,14 +225,14 @@ def parser() -> argparse.ArgumentParser:
         "--prefix",
         dest="prefixes",
         action="append",
-        type=_prefix,
+        type=options.prefix,
         help="only these prefixes (default: all)",
     )
     dec.add_argument(
         "--provider",
         dest="providers",
         action="append",
-        type=_provider,
+        type=options.provider,
         help="only these EventHeader providers (the Rust, C++ and .NET exporters'), or "
         "'otlp_metrics' for their metric exporters' tracepoint (default: all)",
     )
@@ -371,7 +240,7 @@ def parser() -> argparse.ArgumentParser:
         "--provider",
         dest="providers",
         action="append",
-        type=_provider,
+        type=options.provider,
         help="also record the EventHeader events (the Rust, C++ and .NET OpenTelemetry "
         "exporters': Common Schema spans and logs, and any other event as a log) of this "
         "provider, from its tracepoints NAME_L1K1 to NAME_L5K1 held from the start, and "
@@ -393,18 +262,18 @@ def parser() -> argparse.ArgumentParser:
         )
         sub.add_argument(
             "--exporter",
-            type=_exporter,
+            type=options.exporter,
             help="re-export through this installed OpenTelemetry exporter (an entry-point "
-            f"name; installed: {INSTALLED}) instead of --format (default: none)",
+            f"name; installed: {options.INSTALLED}) instead of --format (default: none)",
         )
         sub.add_argument(
             "--workers",
-            type=_positive,
+            type=options.positive,
             default=default_workers(),
             metavar="N",
             help="processes that decode, check and encode OTLP/JSON lines in parallel "
             f"(default: the CPUs available, at most {MAX_DEFAULT_WORKERS}: here "
-            f"{default_workers()}; {AT_LEAST_ONE}); 1 decodes in-process. The output is "
+            f"{default_workers()}; {options.AT_LEAST_ONE}); 1 decodes in-process. The output is "
             "the same either way "
             "(lines may be batched differently). Started only when busy: record, at a read "
             "of 64 pages or more; decode, for a trace.dat of 4 MiB or more (a perf.data "
@@ -412,13 +281,13 @@ def parser() -> argparse.ArgumentParser:
         )
     rec.add_argument(
         "--stop-timeout",
-        type=_seconds,
+        type=options.seconds,
         default=10.0,
         metavar="SECONDS",
         help="on stop (Ctrl-C, SIGTERM, SIGHUP, --duration), deliver what is queued for the "
-        f"output for at most SECONDS ({ZERO_OR_MORE}; default 10, within systemd's 30-s stop "
-        "timeout), then "
-        "count what was not delivered and exit, even if the output is stuck",
+        f"output for at most SECONDS ({options.ZERO_OR_MORE}; default 10, within systemd's "
+        "30-s stop timeout), then count what was not delivered and exit, even if the output "
+        "is stuck",
     )
     rec.add_argument(
         "--spool",
@@ -432,16 +301,15 @@ def parser() -> argparse.ArgumentParser:
     )
     rec.add_argument(
         "--spool-max-mb",
-        type=_positive,
+        type=options.positive,
         default=256,
         metavar="MB",
-        help=f"bytes the spool holds at most, in MiB ({AT_LEAST_ONE}; default 256); past it "
-        "the oldest "
-        "requests are dropped, counted in the summary",
+        help=f"bytes the spool holds at most, in MiB ({options.AT_LEAST_ONE}; default 256); "
+        "past it the oldest requests are dropped, counted in the summary",
     )
     rec.add_argument(
         "--health-interval",
-        type=_seconds,
+        type=options.seconds,
         default=60.0,
         metavar="SECONDS",
         help="with --exporter otlp_proto_http or otlp_proto_grpc: every SECONDS, and once at "
@@ -449,15 +317,15 @@ def parser() -> argparse.ArgumentParser:
         "reader's own health (records read, lost, invalid, dropped, queued, spooled, "
         "exported and failed, each request's duration) as OTLP metrics through the same "
         "output (service.name otel-userevents); with --spool, also write it to "
-        f"DIR/health.json for 'status --spool DIR' ({ZERO_OR_MORE}; default 60; 0: never)",
+        f"DIR/health.json for 'status --spool DIR' ({options.ZERO_OR_MORE}; default 60; 0: never)",
     )
     rec.add_argument("--rescan-interval", type=float, default=0.5, help=argparse.SUPPRESS)
     rec.add_argument("--resource-wait", type=float, default=11.0, help=argparse.SUPPRESS)
     rec.add_argument("--ready-file", metavar="FILE", help=READY_FILE_HELP)
     hst.add_argument(
         "--duration",
-        type=_duration,
-        help=f"how long to count: {MORE_THAN_ZERO} (default: until Ctrl-C)",
+        type=options.duration,
+        help=f"how long to count: {options.MORE_THAN_ZERO} (default: until Ctrl-C)",
     )
     hst.add_argument("--rescan-interval", type=float, default=0.5, help=argparse.SUPPRESS)
     hst.add_argument("--ready-file", metavar="FILE", help=READY_FILE_HELP)

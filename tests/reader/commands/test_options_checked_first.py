@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from opentelemetry_exporter_userevents.reader import cli
+from opentelemetry_exporter_userevents.reader import cli, options
 from tests.reader.capture.test_capture import _capture, _pages, _records
 
 
@@ -100,7 +100,7 @@ def test_an_exporter_that_is_not_installed_is_refused_listing_those_that_are(cap
 def test_a_known_exporter_whose_package_is_missing_names_the_package(
     name, package, monkeypatch, capsys, never_run
 ):
-    monkeypatch.setattr(cli, "_exporters", lambda: ["console"])
+    monkeypatch.setattr(options, "exporters", lambda: ["console"])
     for command in (["record"], ["decode", "f"]):
         err = _refused([*command, "--exporter", name], capsys)
         assert f"argument --exporter: {name} is not installed: pip install {package}" in err
