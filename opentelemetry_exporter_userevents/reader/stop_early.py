@@ -57,9 +57,15 @@ def restore(replaced: dict[int, Any]) -> None:
 
 
 def said(stopped: BaseException) -> int:
-    """The line for a stop before the command took its signals, and the exit code."""
+    """The line for a stop before the command took its signals, and the exit code. A
+    terminal that hung up (SIGHUP) may take no line: the code is the answer then."""
     if isinstance(stopped, StoppedEarly):
-        sys.stderr.write(f"otel-userevents: stopped ({stopped.name})\n")
-        return stopped.code
-    sys.stderr.write("otel-userevents: interrupted\n")
-    return 130
+        line, code = f"otel-userevents: stopped ({stopped.name})\n", stopped.code
+    else:
+        line, code = "otel-userevents: interrupted\n", 130
+    try:
+        sys.stderr.write(line)
+        sys.stderr.flush()
+    except (OSError, ValueError):  # EIO from a closed terminal; a closed stderr
+        pass
+    return code

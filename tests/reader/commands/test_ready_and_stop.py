@@ -22,6 +22,7 @@ from opentelemetry_exporter_userevents.reader import cli
 from opentelemetry_exporter_userevents.reader.commands import hist as hist_command
 from opentelemetry_exporter_userevents.reader.commands import status as status_command
 from opentelemetry_exporter_userevents.reader.commands.common import say_ready
+from opentelemetry_exporter_userevents.reader.stop_early import StoppedEarly, said
 from tests.support.readme_commands import documentation
 
 if sys.version_info >= (3, 11):
@@ -175,3 +176,16 @@ def test_help_and_readme_list_every_exit_code(capsys):
         assert re.search(rf"``{code}``\s+{meaning}", readme), code
     assert "(129: SIGHUP)" in " ".join(out.split())
     assert "(129: SIGHUP)" in " ".join(readme.split())
+
+
+def test_a_stop_line_a_hung_up_terminal_cannot_take_still_gives_the_code(monkeypatch):
+    class HungUp:
+        def write(self, text: str) -> int:
+            raise OSError(5, "Input/output error")
+
+        def flush(self) -> None:
+            raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(sys, "stderr", HungUp())
+    assert said(StoppedEarly(signal.SIGHUP)) == 129
+    assert said(KeyboardInterrupt()) == 130
