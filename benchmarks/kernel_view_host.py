@@ -50,7 +50,6 @@ def child(tree: str, shape: str, mode: str, spans: int) -> dict[str, float]:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: PLC0415
         InMemorySpanExporter,
     )
-    from tests.reader.test_workers import _FakeReader, _spread  # noqa: PLC0415
 
     from opentelemetry_exporter_userevents._export.span_encoder import (  # noqa: PLC0415
         encode_span,
@@ -69,6 +68,7 @@ def child(tree: str, shape: str, mode: str, spans: int) -> dict[str, float]:
         SPAN_ID,
         _resource_payload,
     )
+    from tests.reader.pipeline.test_worker_pool import _FakeReader, _spread  # noqa: PLC0415
     from tests.reader.views.test_kernel_view import _Formats, _record  # noqa: PLC0415
     from tests.support import pages  # noqa: PLC0415
     from tests.support.span_fixtures import RESOURCE  # noqa: PLC0415

@@ -42,6 +42,7 @@ from opentelemetry.sdk.environment_variables import OTEL_CONFIG_FILE
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
+from opentelemetry_exporter_userevents._export.console_logging import console_logging_kept
 from opentelemetry_exporter_userevents.lean_tracer import UserEventsTracerProvider
 from opentelemetry_exporter_userevents.log_exporter import UserEventsLogExporter
 from opentelemetry_exporter_userevents.logging_handler import UserEventsLoggingHandler
@@ -87,6 +88,7 @@ class UserEventsConfigurator(_OTelSDKConfigurator):
             user_events_metric_readers(),
             lean_tracer_provider(),
             lean_logging_handler(),
+            console_logging_kept(),
             warnings.catch_warnings(),
         ):
             if by_default:  # the SDK's warning is about the variable, which was not set

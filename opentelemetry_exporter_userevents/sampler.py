@@ -81,6 +81,7 @@ class UserEventsSampler(Sampler):
             span_tracepoints(config),
             config.multi_format and config.format != EVENTHEADER,
             config.user_events_data,
+            refused=config.refused is not None,
         )
         self.registration = self._writer.registrations["span"]
         self._word = enable_word(self.registration)

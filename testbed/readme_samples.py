@@ -1,9 +1,10 @@
 # Copyright The OpenTelemetry Authors
 # SPDX-License-Identifier: Apache-2.0
 
-"""README.rst's samples of program output, made from real runs so that they cannot drift.
+"""The documentation's samples of program output, made from real runs so that they cannot
+drift: README.rst's, and those of the reference its sections moved to (:data:`DOCUMENTS`).
 
-In README.rst, a comment ``.. sample: NAME`` (maybe followed by words for whoever edits the
+In each of them, a comment ``.. sample: NAME`` (maybe followed by words for whoever edits the
 file) marks the next literal block (a ``code-block``
 or a paragraph's ``::`` block) as the output of sample NAME below. From the checkout's root::
 
@@ -37,10 +38,20 @@ from testbed.guest import KERNEL_ENV, run, unavailable_reason
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.rst"
+DOCUMENTS = (README, ROOT / "docs" / "reader.rst")
+"""The files that mark samples: the quick start's and the trace_pipe one in the README, the
+reader's ready line and kernel view in the reader's reference."""
 SHOWN_CHECKOUT = "/src/opentelemetry-exporter-userevents"
 """Where the README's samples say the checkout is (code.file.path), not this machine's path."""
 SAMPLES = ("quick-start", "trace-pipe", "ready-line", "kernel-view")
-"""The samples :func:`run_all` makes, each marked once in README.rst."""
+"""The samples :func:`run_all` makes, each marked once in the :data:`DOCUMENTS`."""
+
+
+def documented() -> str:
+    """The :data:`DOCUMENTS` as one text: each sample is marked once in it."""
+    return "\n".join(path.read_text() for path in DOCUMENTS)
+
+
 TRACEFS = "/sys/kernel/tracing"
 _MARK = re.compile(r"^(\s*)\.\. sample: ([\w-]+)(\s.*)?$")
 _SUCCESSFUL_CART_SPAN = re.compile(r"status_code=\(0\) .* name=GET /cart/\{id\} ")
@@ -257,9 +268,10 @@ def main(argv: list[str]) -> int:
     if "--save" in argv:  # in the test bed, for the host
         Path(os.environ["TESTBED_SHARE"], "samples.json").write_text(json.dumps(fresh))
         return 0
-    text = README.read_text()
+    text = documented()
     if "--write" in argv:
-        README.write_text(rewrite(text, fresh))
+        for path in DOCUMENTS:
+            path.write_text(rewrite(path.read_text(), fresh))
         return 0
     found = differences(text, fresh)
     for name, diff in found.items():

@@ -206,6 +206,19 @@ def test_a_huge_log_body_is_cut_last() -> None:
     assert len(record.body) > 4064 // 8  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("max_size", [1024, 4064, 8184])
+def test_a_long_log_body_is_cut_before_a_small_attribute_is_left_out(max_size: int) -> None:
+    """The body is cut (to no less than an eighth of the record) before PartC loses an
+    attribute: a one-int attribute was lost for any body over the record's size."""
+    readable = _one_log({"order.id": 42, "retry": True}, body="b" * 100_000)
+    data, truncated = encode_log(readable, 0, max_size, CloudRole())
+    assert truncated and len(data) <= max_size
+    record = read_log(data, 0).record
+    assert record.attributes == {"order.id": 42, "retry": True}
+    assert record.body.endswith(TRUNCATION_MARK)  # type: ignore[union-attr]
+    assert len(record.body) > max_size // 2  # type: ignore[arg-type]
+
+
 def test_many_attributes_are_bounded_by_the_struct_field_count() -> None:
     span = _one_span({f"k{i}": i for i in range(1000)}, limit=2000)
     data, truncated = encode_span(span, 0, 8184, CloudRole())

@@ -206,11 +206,13 @@ def test_the_drop_in_line_attaches_a_logging_handler_unless_told_not_to(tmp_path
         for value in (None, "", "true", "TRUE", "false", "no")
     }
     # (handlers, whether the SDK warned that the variable is deprecated: only when it is set)
+    # (and beside it Python's last-resort handler, which printed the app's warnings before)
+    ours = ["UserEventsLoggingHandler", "_StderrHandler"]
     assert shown == {
-        None: (["UserEventsLoggingHandler"], False),
-        "": (["UserEventsLoggingHandler"], False),  # empty is unset (the specification's rule)
-        "true": (["UserEventsLoggingHandler"], True),
-        "TRUE": (["UserEventsLoggingHandler"], True),
+        None: (ours, False),
+        "": (ours, False),  # empty is unset (the specification's rule)
+        "true": (ours, True),
+        "TRUE": (ours, True),
         "false": ([], False),
         "no": ([], False),  # as the SDK reads it: only "true" is true
     }
@@ -218,7 +220,39 @@ def test_the_drop_in_line_attaches_a_logging_handler_unless_told_not_to(tmp_path
     assert root_handlers(tmp_path, OTEL_LOGS_EXPORTER="console") == []
     # beside another exporter, the SDK's own handler (every record must be built)
     mixed = root_handlers(tmp_path, OTEL_LOGS_EXPORTER="console, user_events")
-    assert mixed == ["LoggingHandler"]
+    assert mixed == ["LoggingHandler", "_StderrHandler"]
+
+
+APP_LOGGING = """
+import logging
+logging.getLogger("app").warning("disk almost full")
+logging.getLogger("app").info("not shown: below WARNING, as without a handler")
+"""
+
+
+@pytest.mark.parametrize("logs", ["user_events", "console, user_events"])
+def test_the_drop_in_line_leaves_the_apps_console_logging_as_it_was(tmp_path, logs):
+    """Only added to, never taken away: a handler on the root logger stops Python's
+    last-resort handler, which printed the app's warnings on stderr."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env.update(
+        OTEL_PYTHON_CONFIGURATOR="user_events",
+        OTEL_TRACES_EXPORTER="user_events",
+        OTEL_LOGS_EXPORTER=logs,
+        OTEL_METRICS_EXPORTER="none",
+        OTEL_EXPORTER_USER_EVENTS_TRACEFS=str(tmp_path),  # no user_events_data: a no-op
+    )
+    without = subprocess.run(
+        [sys.executable, "-c", APP_LOGGING], env=env, capture_output=True, text=True,
+        timeout=120, check=True,
+    )  # fmt: skip
+    assert without.stderr == "disk almost full\n"
+    done = subprocess.run(
+        [str(INSTRUMENT), sys.executable, "-c", APP_LOGGING], env=env, capture_output=True,
+        text=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert done.stderr.count("disk almost full\n") == 1, done.stderr
+    assert "not shown" not in done.stderr
 
 
 # What opentelemetry-instrumentation-logging 0.66 does when opentelemetry-instrument loads
@@ -266,13 +300,10 @@ def test_with_the_logging_instrumentation_installed_records_are_exported_once(tm
         return root_handlers(tmp_path, python_path=str(site), **logs, **variables)
 
     assert handlers() == ["InstrumentationLoggingHandler"]
-    assert handlers(OTEL_PYTHON_DISABLED_INSTRUMENTATIONS="wsgi, logging") == [
-        "UserEventsLoggingHandler"
-    ]
-    assert handlers(OTEL_PYTHON_LOG_AUTO_INSTRUMENTATION="false") == ["UserEventsLoggingHandler"]
-    assert handlers(OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED="true") == [
-        "UserEventsLoggingHandler"
-    ]
+    ours = ["UserEventsLoggingHandler", "_StderrHandler"]  # and the app's console, kept
+    assert handlers(OTEL_PYTHON_DISABLED_INSTRUMENTATIONS="wsgi, logging") == ours
+    assert handlers(OTEL_PYTHON_LOG_AUTO_INSTRUMENTATION="false") == ours
+    assert handlers(OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED="true") == ours
 
 
 def test_a_distribution_naming_the_log_exporter_gets_the_handler_too(tmp_path):
@@ -288,4 +319,4 @@ def test_a_distribution_naming_the_log_exporter_gets_the_handler_too(tmp_path):
                OTEL_EXPORTER_USER_EVENTS_TRACEFS=str(tmp_path))  # fmt: skip
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                           timeout=120, check=True)  # fmt: skip
-    assert done.stdout.split() == ["UserEventsLoggingHandler"]
+    assert done.stdout.split() == ["UserEventsLoggingHandler", "_StderrHandler"]

@@ -45,8 +45,9 @@ def _env(container: dict[str, Any]) -> dict[str, str]:
 
 
 def _readme_grant() -> list[str]:
-    """The commands of README.rst's group grant ("Access for an unprivileged service")."""
-    text = (ROOT / "README.rst").read_text()
+    """The commands of the group grant ("Access for an unprivileged service", moved from
+    README.rst to docs/kernels.rst)."""
+    text = (ROOT / "docs" / "kernels.rst").read_text()
     section = text.split("Access for an unprivileged service\n", 1)[1]
     block = section.split(".. code-block:: sh\n", 1)[1].lstrip("\n").split("\n\n", 1)[0]
     return [line.strip() for line in block.splitlines() if line.strip()]

@@ -246,7 +246,7 @@ def test_without_opentelemetry_proto_a_warning_once_and_the_default_format(
     request_module = "opentelemetry.proto.collector.metrics.v1.metrics_service_pb2"
     monkeypatch.setitem(sys.modules, request_module, None)  # as if not installed
     monkeypatch.setattr(metric_exporter_module, "_warned_no_protobuf", False)
-    monkeypatch.setenv("OTEL_EXPORTER_USER_EVENTS_PREFIX", "9lives")  # a provider, no C name
+    monkeypatch.setenv("OTEL_EXPORTER_USER_EVENTS_PREFIX", "inventory")
     fake = FakeKernel(monkeypatch, tmp_path)
     with caplog.at_level(logging.WARNING):
         first = UserEventsMetricExporter(tracefs=fake.tracefs, format="eventheader")
@@ -254,12 +254,29 @@ def test_without_opentelemetry_proto_a_warning_once_and_the_default_format(
     warnings = [r.getMessage() for r in caplog.records if "opentelemetry-proto" in r.getMessage()]
     assert len(warnings) == 1, warnings
     assert "pip install 'opentelemetry-exporter-userevents[eventheader]'" in warnings[0]
-    assert first.config.format == "default" and first.config.prefix == "otel"
-    assert any(c.startswith("otel_metric_sum") for c in fake.commands)
+    assert first.config.format == "default" and first.config.prefix == "inventory"
+    assert any(c.startswith("inventory_metric_sum") for c in fake.commands)
     assert not any(c.startswith(NAME) for c in fake.commands)
     assert first.export(sdk_metrics()).name == "SUCCESS"
     fake.settle(first, second)
     assert first.stats.written == 7 + 1  # the points and their resource record
+
+
+def test_without_opentelemetry_proto_a_provider_name_the_default_format_refuses_exports_nothing(
+    monkeypatch, tmp_path, caplog
+):
+    """A provider name that is no C identifier cannot name the default format's
+    tracepoints: refused as any prefix the format does not allow (never under ``otel``)."""
+    request_module = "opentelemetry.proto.collector.metrics.v1.metrics_service_pb2"
+    monkeypatch.setitem(sys.modules, request_module, None)  # as if not installed
+    monkeypatch.setenv("OTEL_EXPORTER_USER_EVENTS_PREFIX", "9lives")  # a provider, no C name
+    fake = FakeKernel(monkeypatch, tmp_path)
+    with caplog.at_level(logging.WARNING):
+        exporter = UserEventsMetricExporter(tracefs=fake.tracefs, format="eventheader")
+    assert "prefix '9lives' is not a C identifier" in caplog.text
+    assert exporter.export(sdk_metrics()).name == "SUCCESS"
+    fake.settle(exporter)
+    assert fake.commands == [] and exporter.stats.written == 0
 
 
 def test_an_unknown_format_is_said_and_the_default_written(monkeypatch, tmp_path, caplog):

@@ -92,7 +92,10 @@ READER_STAGES: dict[str, set[str]] = {
     "hist": {"decode", "live"},
     "pipeline": {"decode", "live", "capture", "views", "join", "outputs"},
     "commands": {"decode", "live", "capture", "views", "join", "outputs", "hist", "pipeline"},
-    "cli": {"commands", "pipeline"},
+    "stop_early": set(),
+    "options": {"views", "commands"},
+    "cli": {"commands", "pipeline", "stop_early", "options"},
+    "entry_point": {"stop_early", "cli"},
     "__init__": {"decode", "live", "join"},
 }
 READER_COMMON = {"terminal_text", "private_file"}

@@ -1,7 +1,7 @@
 # Copyright The OpenTelemetry Authors
 # SPDX-License-Identifier: Apache-2.0
 
-"""README.rst's quick start and drop-in sections, run line by line as an operator copies
+"""README.rst's quick start, install and drop-in sections, run line by line as an operator copies
 them (tests/support/readme_commands.py reads the blocks out of the file). The lines that
 need user_events run in tests/kernel/test_drop_in.py; every other line runs here, on the
 host, in a copy of this checkout.
@@ -30,10 +30,14 @@ import pytest
 
 from testbed.pytest_plugin import REQUIRE_ENV
 from tests.support.readme_commands import (
+    CHECK_KERNEL,
     EXPORTING,
+    INSTALL,
     QUICK_START,
+    README,
     ROOT,
     needs_user_events,
+    section,
     shell_blocks,
     shell_lines,
 )
@@ -45,7 +49,7 @@ SHARED = ROOT.parent / "shared"
 def test_every_shell_line_is_run_by_a_test_and_every_enable_is_undone():
     """Each line is the host test's or the kernel tests' (a line of neither kind would be
     run by none); a recipe that enables tracepoints gives the line that disables them."""
-    lines = shell_lines(QUICK_START) + shell_lines(EXPORTING)
+    lines = shell_lines(QUICK_START) + shell_lines(INSTALL) + shell_lines(EXPORTING)
     kernel = [line for line in lines if needs_user_events(line)]
     drop_in = [line for line in kernel if "opentelemetry-instrument " in line]
     watch = [line for block in shell_blocks(EXPORTING) for line in block if "trace_pipe" in line]
@@ -93,7 +97,11 @@ def test_the_quick_start_lines_work_as_written(tmp_path):
     wheel_environment = tmp_path / "otel-userevents"
     left_out = ("VIRTUAL_ENV", "PYTHONPATH", REQUIRE_ENV)  # CI's: a collection runs no test
     env = {k: v for k, v in os.environ.items() if k not in left_out}
-    lines = [line for line in shell_lines(QUICK_START) if not needs_user_events(line)]
+    lines = [
+        line
+        for line in shell_lines(QUICK_START) + shell_lines(INSTALL)
+        if not needs_user_events(line)
+    ]
     installs = [line for line in lines if "pip install -e '.[reader]'" in line]
     wheels = [line for line in lines if "dist/" in line and "[reader]" in line]
     assert installs and wheels, "the quick start installs from a clone and from a wheel"
@@ -134,3 +142,19 @@ def test_the_quick_start_lines_work_as_written(tmp_path):
     }
     assert per_image["bzImage"] > 0 and len(set(per_image.values())) == 1, per_image
     assert "error" not in suite.splitlines()[-1].lower(), suite[-2000:]
+
+
+def test_the_kernel_check_answers_here_as_the_readme_says():
+    """The check's one line, run here: this host's answer is one README explains (on a
+    kernel with user_events, tests/kernel/test_drop_in.py runs it too)."""
+    (line,) = shell_lines(CHECK_KERNEL)
+    done = subprocess.run(["sh", "-c", line], capture_output=True, text=True, timeout=60)
+    text = " ".join(" ".join(section(CHECK_KERNEL, README.read_text())).split())
+    if done.returncode == 0:
+        assert done.stdout.strip() == "/sys/kernel/tracing/user_events_data"
+        assert "It prints the path: user_events is here." in text
+    else:
+        answer = "No such file or directory" if os.geteuid() == 0 else "Permission denied"
+        answer = "Permission denied" if "Permission denied" in done.stderr else answer
+        assert answer in done.stderr, done.stderr
+        assert f"``{answer}``" in text

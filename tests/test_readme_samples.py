@@ -1,9 +1,10 @@
 # Copyright The OpenTelemetry Authors
 # SPDX-License-Identifier: Apache-2.0
 
-"""testbed/readme_samples.py on the host: README.rst marks each sample once, the normaliser
-blanks what varies between runs and nothing else, and ``--write`` rewrites only the marked
-blocks. tests/kernel/test_drop_in.py compares the blocks with fresh runs."""
+"""testbed/readme_samples.py on the host: README.rst and docs/reader.rst mark each sample
+once, the normaliser blanks what varies between runs and nothing else, and ``--write``
+rewrites only the marked blocks. tests/kernel/test_drop_in.py compares the blocks with
+fresh runs."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ import re
 import pytest
 
 from testbed import readme_samples
-from testbed.readme_samples import README, SAMPLES, blocks, differences, rewrite, shown
+from testbed.readme_samples import SAMPLES, blocks, differences, documented, rewrite, shown
 
-TEXT = README.read_text()
+TEXT = documented()
 
 
 def another_run(lines: list[str]) -> list[str]:

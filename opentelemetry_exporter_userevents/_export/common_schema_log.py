@@ -88,7 +88,7 @@ def encode_log(
     if len(data) > max_size:
         fitter = EventFitter(parts, _OVERHEAD, max_size)
         fitter.cap_texts(skip=_BODY)
-        fitter.drop_fields(part_c)
+        fitter.drop_fields(part_c, cut_first=part_b)
         fitter.cut_texts(part_b)
         fitter.check()
         truncated |= fitter.truncated

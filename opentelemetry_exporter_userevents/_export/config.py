@@ -43,6 +43,10 @@ class ExporterConfig:
     """DEFAULT_FORMAT or EVENTHEADER (spans and logs; the prefix is the provider name)."""
     eventheader_keyword: int = 1
     """The keyword of the EventHeader tracepoints (``<provider>_L<level>K<keyword>``)."""
+    refused: str | None = None
+    """Why these settings cannot be used (a prefix the format does not allow), or None: the
+    exporter then registers nothing and exports nothing, rather than write the service's
+    records under the default prefix, where another service's are."""
 
     @classmethod
     def from_arguments(
@@ -63,23 +67,22 @@ class ExporterConfig:
             _logger.warning("user_events exporter: ignoring unknown options %s", sorted(unknown))
         chosen = _format(format)
         prefix = prefix or os.environ.get(env.OTEL_EXPORTER_USER_EVENTS_PREFIX) or cls.prefix
+        refused = None
         if chosen == EVENTHEADER and not is_provider_name(prefix):
-            _logger.warning(
-                "user_events exporter: prefix %r is not an EventHeader provider name (ASCII "
-                "letters, digits and '_', at most %d); using %r",
-                prefix,
-                PROVIDER_NAME_MAX,
-                cls.prefix,
+            refused = (
+                f"prefix {prefix!r} is not an EventHeader provider name (ASCII letters, "
+                f"digits and '_', at most {PROVIDER_NAME_MAX})"
             )
-            prefix = cls.prefix
         elif chosen != EVENTHEADER and not _PREFIX.match(prefix):
+            refused = f"prefix {prefix!r} is not a C identifier of at most 32 characters"
+        if refused is not None:  # the same refusal in both formats
             _logger.warning(
-                "user_events exporter: prefix %r is not a C identifier of at most 32 "
-                "characters; using %r",
-                prefix,
+                "user_events exporter disabled, it will export nothing: %s (set another "
+                "prefix; the default %r would mix this service with another's)",
+                refused,
                 cls.prefix,
             )
-            prefix = cls.prefix
+            prefix = cls.prefix  # never registered: the name the writer is given
         size = _number(max_record_size, env.OTEL_EXPORTER_USER_EVENTS_MAX_RECORD_SIZE)
         if size is not None and not 1024 <= size <= PERF_MAX_PAYLOAD:
             _logger.warning(
@@ -105,6 +108,7 @@ class ExporterConfig:
             multi_format=_boolean(multi_format, env.OTEL_EXPORTER_USER_EVENTS_MULTI_FORMAT, True),
             format=chosen,
             eventheader_keyword=_keyword(eventheader_keyword),
+            refused=refused,
         )
 
 

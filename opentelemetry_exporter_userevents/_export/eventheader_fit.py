@@ -6,7 +6,8 @@ default format fits its records (:mod:`.fit`), on the encoded fields themselves:
 
 1. texts longer than an eighth of the record are cut to that (:meth:`EventFitter.cap_texts`);
 2. the caller leaves out links, as it would events and links;
-3. attributes (PartC) are left out, largest first (:meth:`EventFitter.drop_fields`);
+3. attributes (PartC) are left out, largest first (:meth:`EventFitter.drop_fields`), only
+   as far as a log's body cut to an eighth of the record would not make it fit;
 4. texts are cut further, the body first (:meth:`EventFitter.cut_texts`).
 
 Ids, times, ``_typeName`` and the links' JSON are never cut (a cut one would not read).
@@ -86,10 +87,12 @@ class EventFitter:
                     part[index] = cut(field, cap)
                     self.truncated = True
 
-    def drop_fields(self, part: list[Field]) -> int:
-        """Leave out the largest fields of ``part`` until the record fits; return how many
-        were left out. Each field is measured once."""
-        over = self.over()
+    def drop_fields(self, part: list[Field], cut_first: list[Field] | None = None) -> int:
+        """Leave out the largest fields of ``part`` until the record fits, or until cutting
+        the texts of ``cut_first`` (a log's body, which :meth:`cap_texts` skipped) to an
+        eighth of the record would make it fit: a long body does not push out a small
+        attribute. Return how many were left out. Each field is measured once."""
+        over = self.over() - self._spare(cut_first or [])
         if over <= 0 or not part:
             return 0
         by_size = sorted(range(len(part)), key=lambda i: len(part[i][0]) + len(part[i][1]))
@@ -101,6 +104,11 @@ class EventFitter:
         part[:] = [field for index, field in enumerate(part) if index not in gone]
         self.truncated = True
         return len(gone)
+
+    def _spare(self, fields: list[Field]) -> int:
+        """Bytes that cutting the texts of ``fields`` to an eighth of the record gives."""
+        cap = max(self.max_size // 8, len(_MARK))
+        return sum(max(len(f[1]) - 2 - cap, 0) for f in fields if _cuttable(f))
 
     def cut_texts(self, first: list[Field]) -> None:
         """Cut texts by what the record is still over: the fields of ``first`` (a part),

@@ -71,6 +71,7 @@ class ExporterBase(Generic[Item]):
             tracepoints,
             config.multi_format and not eventheader,
             config.user_events_data,
+            refused=config.refused is not None,
         )
         self._resources = ResourceAnnouncer(
             self._writer,

@@ -89,15 +89,20 @@ class EventWriter:
         tracepoints: dict[str, tuple[str, Schema]],
         multi_format: bool = True,
         data_path: str | None = None,
+        refused: bool = False,
     ) -> None:
         """``tracepoints``: key -> (base name, schema). Each registers multi-format where
         the kernel can and ``multi_format`` is True, else under its versioned
-        single-format name (record.tracepoints)."""
+        single-format name (record.tracepoints). ``refused``: settings the caller refused
+        (and said why): nothing is registered, the writer is a no-op."""
         self.stats = ExportStats()
         self._reported: set[object] = set()
         self._data = UserEventsData(tracefs, data_path)
         self.registrations: dict[str, Registration | None] = dict.fromkeys(tracepoints)
         self.announcement = Announcement()
+        if refused:  # nothing to write: the file is let go at once
+            self._data.close()
+            return
         if not self._data.available:
             _warn_unavailable(self._data.reason or "unknown reason")
             return

@@ -15,107 +15,94 @@ by name and status and logs by severity (:mod:`.hist_collector`), reading no rec
 from __future__ import annotations
 
 import argparse
-import math
 import os
-import signal
 import sys
 from collections.abc import Sequence
 
 from opentelemetry_exporter_userevents.environment_variables import (
     OTEL_EXPORTER_USER_EVENTS_PREFIX,
 )
+from opentelemetry_exporter_userevents.reader import options
 from opentelemetry_exporter_userevents.reader.pipeline.worker_count import (
     MAX_DEFAULT_WORKERS,
     default_workers,
 )
 from opentelemetry_exporter_userevents.reader.private_file import open_private
+from opentelemetry_exporter_userevents.reader.stop_early import (
+    StoppedEarly,
+    honour_stop_signals,
+    restore,
+    said,
+)
 from opentelemetry_exporter_userevents.reader.terminal_text import escape_logging, printable
 from opentelemetry_exporter_userevents.version import __version__
 
-# Nothing heavier above: main() sets the signal handlers first, then the command's modules
-# are imported (half a second on a host, tens of seconds in an emulated guest).
+# Nothing heavier above: the entry point (:mod:`.entry_point`) sets the signal handlers
+# first, then this module loads; the command's modules are imported once the options are
+# checked (half a second on a host, tens of seconds in an emulated guest).
 
 EXIT_CODES = """\
 exit codes:
   0    done (record and hist also when stopped by --duration, Ctrl-C, SIGTERM or SIGHUP)
   1    runtime error (no tracefs, no rights, an output that cannot be opened, a bad file)
   2    usage error (a bad option or value, a --filter no tracepoint takes)
-  130  interrupted (a second Ctrl-C, or Ctrl-C while status or decode runs)"""
+  130  interrupted (Ctrl-C before record or hist listens, a second Ctrl-C, or Ctrl-C
+       while status or decode runs)
+  143  stopped by SIGTERM before record or hist listens, or while status or decode runs
+       (129: SIGHUP)"""
+
+STANDARD_OUTPUT = ("-", "/dev/stdout")
+"""``--output`` values that mean standard output (the reader's own, never reopened: a
+symbolic link is not written through, :mod:`.private_file`)."""
 
 READY_FILE_HELP = (
-    "once it listens (the line 'otel-userevents: recording ...' is on stderr by then), "
+    "once it listens (the line 'otel-userevents: recording ...', the same in every mode, is "
+    "on stderr by then), "
     "write its tracefs instance's name to FILE (created 0600), for scripts that wait "
     "before they start their apps (default: none)"
 )
-
-
-def _positive(text: str) -> int:
-    number = int(text)
-    if number < 1:
-        raise argparse.ArgumentTypeError("at least 1")
-    return number
-
-
-def _seconds(text: str) -> float:
-    number = float(text)
-    if not number >= 0 or number == float("inf"):
-        raise argparse.ArgumentTypeError("seconds, 0 or more")
-    return number
-
-
-def _duration(text: str) -> float:
-    number = float(text)
-    if not number > 0 or math.isinf(number):
-        raise argparse.ArgumentTypeError("seconds, more than 0")
-    return number
-
-
-def _prefix(text: str) -> str:
-    from opentelemetry_exporter_userevents.record.tracepoints import (  # noqa: PLC0415
-        ANY_PREFIX,
-        MAX_PREFIX_LENGTH,
-        is_prefix,
-    )
-
-    if text == ANY_PREFIX or is_prefix(text):
-        return text
-    rule = f"letters, digits and '_', not a digit first, at most {MAX_PREFIX_LENGTH} characters"
-    raise argparse.ArgumentTypeError(f"{text!r}: a prefix is {rule} (or '*')")
-
-
-def _provider(text: str) -> str:
-    from opentelemetry_exporter_userevents.reader.commands.common import (  # noqa: PLC0415
-        provider_argument,
-    )
-
-    return provider_argument(text)
-
-
-def _exporters() -> list[str]:
-    """The installed OpenTelemetry exporters' entry-point names, except ours (the reader
-    would read its own output)."""
-    from importlib.metadata import entry_points  # noqa: PLC0415
-
-    names: set[str] = set()
-    for kind in ("traces", "logs", "metrics"):
-        names |= {e.name for e in entry_points(group=f"opentelemetry_{kind}_exporter")}
-    return sorted(names - {"user_events"})
 
 
 def _add_kernel_wait_threshold(parser: argparse.ArgumentParser) -> None:
     """``--kernel-wait-threshold``, the same for ``record`` and ``decode``."""
     parser.add_argument(
         "--kernel-wait-threshold",
-        type=float,
+        type=options.milliseconds,
         default=1.0,
         metavar="MS",
         help="with --kernel, a span event for each stretch off the CPU of at least MS "
-        "milliseconds (default 1)",
+        f"({options.MILLISECONDS}; default 1)",
     )
 
 
+class _CommandLine(argparse.ArgumentParser):
+    """The top parser: an option its command does not take is refused with that command's
+    usage (argparse's own error shows the top-level one), and options that need another
+    are refused here, before anything starts (exit 2, as for any usage error)."""
+
+    commands: dict[str, argparse.ArgumentParser]
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: None = None
+    ) -> argparse.Namespace:
+        argv = list(sys.argv[1:] if args is None else args)
+        parsed, extras = self.parse_known_args(argv)
+        command = getattr(parsed, "command", None)
+        sub = self.commands.get(command) if command else None
+        if extras:
+            message = "unrecognized arguments: " + " ".join(extras)
+            after = argv[argv.index(command) + 1 :] if command in argv else []
+            if sub is not None and all(extra in after for extra in extras):
+                sub.error(message)
+            self.error(message)
+        if sub is not None and command == "record":
+            if parsed.spool is not None and not parsed.exporter:
+                sub.error("--spool keeps OTLP/HTTP requests: use it with --exporter")
+        return parsed
+
+
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(
+    top = _CommandLine(
         prog="otel-userevents",
         description="Read OpenTelemetry spans and logs written as Linux user_events.",
         epilog=EXIT_CODES,
@@ -125,14 +112,14 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--tracefs", help="tracefs mount point (default: found in /proc/mounts)")
     top.add_argument(
         "--prefix",
-        type=_prefix,
+        type=options.prefix,
         default=os.environ.get(OTEL_EXPORTER_USER_EVENTS_PREFIX),
         help="tracepoint name prefix the exporters use (default: $OTEL_EXPORTER_USER_EVENTS_PREFIX"
         " or otel; status: every prefix)",
     )
     commands = top.add_subparsers(dest="command", required=True)
     stat = commands.add_parser("status", help="registered tracepoints, versions and listeners")
-    rec = commands.add_parser("record", help="record spans and logs")
+    rec = commands.add_parser("record", help="record spans and logs", formatter_class=options.Help)
     hst = commands.add_parser(
         "hist", help="kernel-side counts of spans by name and status, logs by severity"
     )
@@ -141,17 +128,28 @@ def parser() -> argparse.ArgumentParser:
             "--prefix",
             dest="prefixes",
             action="append",
-            type=_prefix,
+            type=options.prefix,
             help="a service's tracepoint prefix; give it once per service, or '*' for every "
             "prefix whose tracepoints match our schemas (those appear within a rescan) "
             "(default: the --prefix before the command; status: every prefix)",
         )
     stat.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="each tracepoint on its lines, with its layout, schema version, id and "
+        "listeners (default: a line per prefix or provider)",
+    )
+    stat.add_argument(
         "--spool",
         metavar="DIR",
         help="also show the health a 'record --spool DIR' reader last wrote there (default: none)",
     )
-    rec.add_argument("--duration", type=_duration, help="seconds to record (default: until Ctrl-C)")
+    rec.add_argument(
+        "--duration",
+        type=options.duration,
+        help=f"how long to record: {options.MORE_THAN_ZERO} (default: until Ctrl-C)",
+    )
     rec.add_argument(
         "--filter",
         help="kernel event filter for span and log tracepoints, e.g. 'status_code == 2' or "
@@ -167,8 +165,9 @@ def parser() -> argparse.ArgumentParser:
     )
     rec.add_argument(
         "--buffer-size-kb",
-        type=int,
-        help="per-CPU ring buffer size (KiB) (default: the kernel's)",
+        type=options.positive,
+        metavar="KIB",
+        help=f"per-CPU ring buffer size in KiB: {options.AT_LEAST_ONE} (default: the kernel's)",
     )
     rec.add_argument(
         "--progress",
@@ -184,6 +183,7 @@ def parser() -> argparse.ArgumentParser:
     )
     rec.add_argument(
         "--kernel",
+        type=options.kernel_groups,
         metavar="GROUPS",
         help="also read the kernel's own events for the processes that write our records "
         "and add to each span what its thread did while it ran: 'sched' (on-CPU and "
@@ -194,16 +194,17 @@ def parser() -> argparse.ArgumentParser:
     _add_kernel_wait_threshold(rec)
     rec.add_argument(
         "--kernel-budget",
-        type=_positive,
+        type=options.positive,
         default=100_000,
         metavar="EVENTS",
         help="with --kernel, the kernel events of one process kept at once and per second; "
         "past it they are counted, the process is left out of the kernel's events for a "
-        "second, and its spans meanwhile are partial (default 100000)",
+        f"second, and its spans meanwhile are partial ({options.AT_LEAST_ONE}; default 100000)",
     )
     dec = commands.add_parser(
         "decode",
         help="rebuild spans and logs from a trace.dat (trace-cmd) or perf.data",
+        formatter_class=options.Help,
         description="Rebuild spans and logs from a trace.dat (trace-cmd) or perf.data, as "
         "record would have written them, except that no container.id, host.name or host "
         "process.pid is added from /proc: a capture's pids are those of another time, or "
@@ -212,6 +213,7 @@ def parser() -> argparse.ArgumentParser:
     dec.add_argument("file", help="trace.dat (trace-cmd, versions 6 and 7) or perf.data")
     dec.add_argument(
         "--kernel",
+        type=options.kernel_groups,
         metavar="GROUPS",
         help="add to each span what its thread did in the kernel, as record --kernel does, "
         "from the scheduler's and syscalls' events the capture holds (trace-cmd record -C tai "
@@ -223,14 +225,14 @@ def parser() -> argparse.ArgumentParser:
         "--prefix",
         dest="prefixes",
         action="append",
-        type=_prefix,
+        type=options.prefix,
         help="only these prefixes (default: all)",
     )
     dec.add_argument(
         "--provider",
         dest="providers",
         action="append",
-        type=_provider,
+        type=options.provider,
         help="only these EventHeader providers (the Rust, C++ and .NET exporters'), or "
         "'otlp_metrics' for their metric exporters' tracepoint (default: all)",
     )
@@ -238,7 +240,7 @@ def parser() -> argparse.ArgumentParser:
         "--provider",
         dest="providers",
         action="append",
-        type=_provider,
+        type=options.provider,
         help="also record the EventHeader events (the Rust, C++ and .NET OpenTelemetry "
         "exporters': Common Schema spans and logs, and any other event as a log) of this "
         "provider, from its tracepoints NAME_L1K1 to NAME_L5K1 held from the start, and "
@@ -247,9 +249,10 @@ def parser() -> argparse.ArgumentParser:
         "otlp_metrics tracepoint (OTLP metrics), held from the start; 'otlp_metrics' "
         "takes that tracepoint alone (default: none)",
     )
-    exporters = ", ".join(_exporters()) or "none"
     for sub in (rec, dec):
-        sub.add_argument("--output", "-o", help="write here (default: stdout)")
+        sub.add_argument(
+            "--output", "-o", help="write here; '-' is standard output (default: stdout)"
+        )
         sub.add_argument(
             "--format",
             choices=("otlp-json", "tree"),
@@ -259,29 +262,32 @@ def parser() -> argparse.ArgumentParser:
         )
         sub.add_argument(
             "--exporter",
+            type=options.exporter,
             help="re-export through this installed OpenTelemetry exporter (an entry-point "
-            f"name; installed: {exporters}) instead of --format (default: none)",
+            f"name; installed: {options.INSTALLED}) instead of --format (default: none)",
         )
         sub.add_argument(
             "--workers",
-            type=_positive,
+            type=options.positive,
             default=default_workers(),
             metavar="N",
             help="processes that decode, check and encode OTLP/JSON lines in parallel "
             f"(default: the CPUs available, at most {MAX_DEFAULT_WORKERS}: here "
-            f"{default_workers()}); 1 decodes in-process. The output is the same either way "
+            f"{default_workers()}; {options.AT_LEAST_ONE}); 1 decodes in-process. The output is "
+            "the same either way "
             "(lines may be batched differently). Started only when busy: record, at a read "
             "of 64 pages or more; decode, for a trace.dat of 4 MiB or more (a perf.data "
             "decodes in-process). The tree view and --exporter decode in-process",
         )
     rec.add_argument(
         "--stop-timeout",
-        type=_seconds,
+        type=options.seconds,
         default=10.0,
         metavar="SECONDS",
         help="on stop (Ctrl-C, SIGTERM, SIGHUP, --duration), deliver what is queued for the "
-        "output for at most SECONDS (default 10, within systemd's 30-s stop timeout), then "
-        "count what was not delivered and exit, even if the output is stuck",
+        f"output for at most SECONDS ({options.ZERO_OR_MORE}; default 10, within systemd's "
+        "30-s stop timeout), then count what was not delivered and exit, even if the output "
+        "is stuck",
     )
     rec.add_argument(
         "--spool",
@@ -295,15 +301,15 @@ def parser() -> argparse.ArgumentParser:
     )
     rec.add_argument(
         "--spool-max-mb",
-        type=_positive,
+        type=options.positive,
         default=256,
         metavar="MB",
-        help="bytes the spool holds at most, in MiB (default 256); past it the oldest "
-        "requests are dropped, counted in the summary",
+        help=f"bytes the spool holds at most, in MiB ({options.AT_LEAST_ONE}; default 256); "
+        "past it the oldest requests are dropped, counted in the summary",
     )
     rec.add_argument(
         "--health-interval",
-        type=_seconds,
+        type=options.seconds,
         default=60.0,
         metavar="SECONDS",
         help="with --exporter otlp_proto_http or otlp_proto_grpc: every SECONDS, and once at "
@@ -311,40 +317,32 @@ def parser() -> argparse.ArgumentParser:
         "reader's own health (records read, lost, invalid, dropped, queued, spooled, "
         "exported and failed, each request's duration) as OTLP metrics through the same "
         "output (service.name otel-userevents); with --spool, also write it to "
-        "DIR/health.json for 'status --spool DIR' (default 60; 0: never)",
+        f"DIR/health.json for 'status --spool DIR' ({options.ZERO_OR_MORE}; default 60; 0: never)",
     )
     rec.add_argument("--rescan-interval", type=float, default=0.5, help=argparse.SUPPRESS)
     rec.add_argument("--resource-wait", type=float, default=11.0, help=argparse.SUPPRESS)
     rec.add_argument("--ready-file", metavar="FILE", help=READY_FILE_HELP)
-    hst.add_argument("--duration", type=_duration, help="seconds to count (default: until Ctrl-C)")
+    hst.add_argument(
+        "--duration",
+        type=options.duration,
+        help=f"how long to count: {options.MORE_THAN_ZERO} (default: until Ctrl-C)",
+    )
     hst.add_argument("--rescan-interval", type=float, default=0.5, help=argparse.SUPPRESS)
     hst.add_argument("--ready-file", metavar="FILE", help=READY_FILE_HELP)
+    top.commands = {"status": stat, "record": rec, "hist": hst, "decode": dec}
     return top
 
 
-def honour_stop_signals() -> None:
-    """Ctrl-C and SIGTERM stop ``otel-userevents`` from its first line on, before the
-    commands' modules are imported and their own handlers set: SIGINT raises
-    KeyboardInterrupt (exit 130, no traceback) even where it came ignored (a background job
-    of ``sh``), and SIGTERM ends the process unless a handler takes it."""
-    try:
-        if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-        if signal.getsignal(signal.SIGTERM) == signal.SIG_IGN:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    except ValueError:  # not the main thread (a test calling main): its signals are not ours
-        pass
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    honour_stop_signals()
+    replaced = honour_stop_signals()  # none, when started by the entry point
     try:
         args = parser().parse_args(argv)
         escape_logging()  # the libraries log texts of records: never raw to a terminal
         return _run(args)
-    except KeyboardInterrupt:
-        sys.stderr.write("otel-userevents: interrupted\n")
-        return 130
+    except (KeyboardInterrupt, StoppedEarly) as stopped:
+        return said(stopped)
+    finally:
+        restore(replaced)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -373,7 +371,7 @@ def _run(args: argparse.Namespace) -> int:
             from opentelemetry_exporter_userevents.reader.commands.record import (  # noqa: PLC0415
                 record as command,
             )
-        if args.output:
+        if args.output and args.output not in STANDARD_OUTPUT:
             with open_private(args.output) as out:
                 return command(args, out, sys.stderr)
         return command(args, sys.stdout, sys.stderr)

@@ -42,7 +42,7 @@ def _why_not_a_link(path: str) -> str:
         # /dev/stdout, /dev/stderr: an open descriptor, not a file to create
         return (
             "is a symbolic link to an open descriptor: not writing through it (for "
-            "standard output, give no output file: it is the default)"
+            "standard output, give -o - or no output file, the default)"
         )
     return "is a symbolic link: not writing through it (remove it or choose another path)"
 

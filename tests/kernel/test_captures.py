@@ -211,3 +211,24 @@ def test_record_capture_on_a_full_file_system_removes_its_instance_and_names_the
         assert not capture.exists()
     finally:
         kernel_support.unmount(str(full))
+
+
+def test_trace_cmd_before_the_app_stops_at_once_as_the_readme_says(
+    tracefs, prefix, tmp_path, kernel_has_multi_format
+):
+    """docs/reader.rst's "Other tools" says to start the app first: with no tracepoint of the prefix
+    yet, trace-cmd's glob enables nothing and it stops with the message README quotes; the
+    same line once the app runs records it (the test above decodes that)."""
+    trace_cmd = _tool("trace-cmd")
+    system = USER_EVENTS_MULTI_SYSTEM if kernel_has_multi_format else USER_EVENTS_SYSTEM
+    assert _registered(tracefs, prefix) == []
+    done = subprocess.run(
+        [trace_cmd, "record", "-e", f"{system}:{prefix}_*", "-o", str(tmp_path / "t.dat")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    said = f"No events enabled with {system}:{prefix}_*"
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    assert said in done.stdout + done.stderr, (done.stdout, done.stderr)
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "reader.rst").read_text("utf-8")
+    assert "Start\nthe app first" in readme
+    assert "No events enabled with user_events_multi:otel_*" in readme

@@ -29,7 +29,7 @@ from tests.conftest import Listener
 from tests.support.kernel_support import wait_until
 from tests.support.otlp import flatten
 from tests.support.reader_process import reader, requests, stop
-from tests.support.readme_commands import EXPORTING, ROOT, shell_blocks
+from tests.support.readme_commands import CHECK_KERNEL, EXPORTING, ROOT, shell_blocks, shell_lines
 from tests.test_never_raises import counted_once, drive, resource_writes
 from tests.test_shutdown_race import race, untouched
 
@@ -253,5 +253,13 @@ def test_the_readmes_samples_are_what_the_programs_print_now():
     difference is fixed by ``python -m testbed.readme_samples --write``, or is a bug."""
     fresh = readme_samples.run_all()
     assert sorted(fresh) == sorted(readme_samples.SAMPLES)
-    found = readme_samples.differences(readme_samples.README.read_text(), fresh)
+    found = readme_samples.differences(readme_samples.documented(), fresh)
     assert found == {}, "\n".join(f"sample {name}:\n{diff}" for name, diff in found.items())
+
+
+def test_the_readme_kernel_check_says_user_events_is_here():
+    """README's "Check your kernel" line, as root on a kernel with user_events: it prints
+    the path, the answer README reads as "user_events is here"."""
+    (line,) = shell_lines(CHECK_KERNEL)
+    done = subprocess.run(["sh", "-c", line], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout.strip()) == (0, "/sys/kernel/tracing/user_events_data")

@@ -368,8 +368,9 @@ def test_cli_records_otlp_json_and_a_summary_and_cleans_up_on_sigint(tracefs, pr
 def test_cli_tree_view_and_status(tracefs, prefix, tmp_path, kernel_has_multi_format):
     output = tmp_path / "tree.txt"
     process = _start_cli(tracefs, prefix, tmp_path, "--format", "tree", "-o", str(output))
-    status = _cli("--prefix", prefix, "status")
+    status = _cli("--prefix", prefix, "status", "--verbose")  # each tracepoint
     status_out, _ = status.communicate(timeout=60)
+    brief, _ = _cli("--prefix", prefix, "status").communicate(timeout=60)  # a line a prefix
     in_child(lambda: _write_spans(prefix, 2))
     assert wait_until(lambda: output.read_text().count("trace ") == 2, 30)
     process.send_signal(signal.SIGINT)
@@ -381,6 +382,8 @@ def test_cli_tree_view_and_status(tracefs, prefix, tmp_path, kernel_has_multi_fo
     else:
         assert f"user_events/{prefix}_span_{schema.SPAN.version}" in status_out
     assert "listeners: ftrace (instance otel-userevents." in status_out
+    (line,) = [x for x in brief.splitlines() if x.startswith(f"prefix {prefix}: ")]
+    assert " tracepoints, " in line and "; listeners: ftrace (instance otel-userevents." in line
     assert process.returncode == 0, err
     assert "span 0  internal" in out and "[ERROR: bad]" in out
     assert "load" in out

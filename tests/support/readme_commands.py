@@ -15,7 +15,18 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 README = ROOT / "README.rst"
 
 QUICK_START = "Quick start"
+INSTALL = "Install"  # from a clone and from a wheel
+CHECK_KERNEL = "Check your kernel"  # one command, and what each answer means
 EXPORTING = "Exporting spans and logs"  # the drop-in line and "Watch them"
+DOCS = ROOT / "docs"
+
+
+def documentation() -> str:
+    """README.rst and the reference in docs/ (where README's sections moved), as one text,
+    for the tests that check what the documentation says wherever it says it."""
+    pages = [README, *sorted(DOCS.glob("*.rst")), *sorted(DOCS.glob("*.md"))]
+    return "\n".join(page.read_text(encoding="utf-8") for page in pages)
+
 
 _SHELL = re.compile(r"^(\s*)\.\. code-block:: *(sh|shell|bash|console)\s*$")
 _OTHER_BLOCK = re.compile(r"^(\s*)\.\. code-block::")

@@ -68,7 +68,7 @@ def capture(args: argparse.Namespace, reader: TraceReader, tracefs: Tracefs, err
                 tracefs.header_event(),
                 kernel.clock if kernel is not None else None,
             )
-            say_ready(args, f"capturing into {args.capture} the records of", reader.instance, err)
+            say_ready(args, reader.instance, err, f" into {args.capture}")
 
             def keep_pages() -> bool:
                 pages = reader.capture()

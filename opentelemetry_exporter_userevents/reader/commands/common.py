@@ -104,17 +104,19 @@ def run_until_stopped(
             idle(POLL_INTERVAL)  # resumed after a signal (PEP 475): at most this late
 
 
-def say_ready(args: argparse.Namespace, doing: str, instance: str, err: TextIO) -> None:
+def say_ready(args: argparse.Namespace, instance: str, err: TextIO, how: str = "") -> None:
     """Say that the reader listens, once it does: a line on stderr, as trace-cmd's "Hit
     Ctrl^C to stop recording", then, with ``--ready-file``, the tracefs instance's name in
-    that file (scripts and tests wait for it; the line is out by then)."""
+    that file (scripts and tests wait for it; the line is out by then). The line begins
+    ``otel-userevents: recording`` in every mode (``how``, after the prefixes, says what
+    ``--capture`` and ``hist`` do instead of decoding): a script waits for one form."""
     prefixes = prefixes_of(args)
     who = "every prefix" if ANY_PREFIX in prefixes else "prefix " + ", ".join(prefixes)
     duration = getattr(args, "duration", None)
     until = f" for {duration:g} s" if duration else ""
     err.write(
-        f"otel-userevents: {printable(doing)} {printable(who)}{until} (tracefs instance "
-        f"{printable(instance)}); Ctrl-C or SIGTERM stops it\n"
+        f"otel-userevents: recording {printable(who)}{until}{printable(how)} (tracefs "
+        f"instance {printable(instance)}); Ctrl-C or SIGTERM stops it\n"
     )
     err.flush()
     ready_file = getattr(args, "ready_file", None)

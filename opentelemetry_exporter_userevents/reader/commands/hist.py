@@ -31,7 +31,7 @@ def hist(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         with stop_signals() as stop:
             collector.start()
-            say_ready(args, "counting", collector.instance, err)
+            say_ready(args, collector.instance, err, " as the kernel's counts")
 
             def poll() -> bool:
                 collector.poll()

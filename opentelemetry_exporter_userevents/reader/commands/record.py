@@ -123,7 +123,7 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 err.write(f"otel-userevents: not recording {printable(f'{name}: {reason}')}\n")
             if reader.announcement_error:
                 err.write(f"otel-userevents: {printable(reader.announcement_error)}\n")
-            say_ready(args, "recording", reader.instance, err)
+            say_ready(args, reader.instance, err)
             next_progress = started + PROGRESS_INTERVAL
 
             def rebuild() -> bool:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import time
+from collections import Counter
 from typing import TextIO
 
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs, TracefsError, check_user_events
@@ -72,12 +74,20 @@ def status(args: argparse.Namespace, out: TextIO) -> int:
         else:
             group = f"prefix {parsed.prefix if parsed else '?'}"
         by_prefix.setdefault(group, []).append((system, name, kind))
+    verbose = getattr(args, "verbose", False)
     for prefix in sorted(by_prefix):
-        _line(out, f"{prefix}:")
+        described: list[str] = []
+        listened: list[list[str]] = []
+        if verbose:
+            _line(out, f"{prefix}:")
         for system, name, kind in by_prefix[prefix]:
-            _line(out, f"  {system}/{name}: {kind}, {_describe(tracefs, system, name, decoder)}")
-            listeners = _listeners(tracefs, system, name, users.get(name, []), instances)
-            _line(out, f"    listeners: {', '.join(listeners) if listeners else 'none'}")
+            described.append(_describe(tracefs, system, name, decoder))
+            listened.append(_listeners(tracefs, system, name, users.get(name, []), instances))
+            if verbose:
+                _line(out, f"  {system}/{name}: {kind}, {described[-1]}")
+                _line(out, f"    listeners: {', '.join(listened[-1]) or 'none'}")
+        if not verbose:
+            _line(out, f"{prefix}: {_brief(described, listened)}")
     if not found:
         wanted = "any prefix" if ANY_PREFIX in prefixes else ", ".join(prefixes)
         _line(out, f"no tracepoints of ours are registered ({wanted})")
@@ -85,6 +95,28 @@ def status(args: argparse.Namespace, out: TextIO) -> int:
     if getattr(args, "spool", None):
         reader_health(args.spool, out)
     return 0
+
+
+def _brief(described: list[str], listened: list[list[str]]) -> str:
+    """A group of tracepoints in one line: how many, their layouts and schemas counted (ids
+    and field counts left to ``--verbose``), and each listener with the tracepoints it
+    listens to (one prefix has some 25 tracepoints: 50 lines)."""
+    count = len(described)
+    kinds = Counter(_BRIEF_DETAIL.sub("", text) for text in described)
+    if len(kinds) == 1:
+        what = next(iter(kinds))
+    else:
+        what = "; ".join(f"{n} {text}" for text, n in kinds.most_common())
+    listeners = Counter(listener for names in listened for listener in names)
+    heard = ", ".join(
+        f"{listener} on {'all' if n == count else f'{n} of {count}'}"
+        for listener, n in sorted(listeners.items())
+    )
+    noun = "tracepoint" if count == 1 else "tracepoints"
+    return f"{count} {noun}, {what}; listeners: {heard or 'none'}"
+
+
+_BRIEF_DETAIL = re.compile(r", id \d+(, \d+ fields)?$")
 
 
 def reader_health(directory: str, out: TextIO) -> None:

@@ -52,7 +52,7 @@ from opentelemetry_exporter_userevents.abi.sched import (
 from opentelemetry_exporter_userevents.abi.tracefs import Tracefs, TracefsError
 from opentelemetry_exporter_userevents.reader.live.cpu_pipes import CpuPipes
 from opentelemetry_exporter_userevents.reader.live.tracefs_instance import TracefsInstance
-from opentelemetry_exporter_userevents.reader.views import kernel_feed
+from opentelemetry_exporter_userevents.reader.views import kernel_feed, kernel_groups
 from opentelemetry_exporter_userevents.reader.views.kernel_decoders import (
     LIFE_EVENTS,
     SCHED_EVENTS,
@@ -74,8 +74,8 @@ from opentelemetry_exporter_userevents.reader.views.kernel_processes import (
 from opentelemetry_exporter_userevents.reader.views.kernel_timeline import KernelTimeline
 
 KERNEL_INSTANCE_PREFIX = "otel-userevents-kernel."
-GROUPS = ("sched", "syscalls")
-"""What ``--kernel`` can turn on: the scheduler's switches and wake-ups, and syscalls."""
+GROUPS = kernel_groups.GROUPS  # the commands and the capture take them from here
+parse_groups = kernel_groups.parse_groups
 CLOCK = "tai"
 CLOCK_CHECKS = 16
 MAX_LOSS_TIMES = 4096
@@ -463,15 +463,3 @@ def _clocksource() -> str | None:
             return f.read(64).strip() or None
     except OSError:
         return None
-
-
-def parse_groups(text: str) -> tuple[str, ...]:
-    """``sched,syscalls`` -> the groups; raises ValueError naming an unknown one."""
-    groups = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
-    unknown = [g for g in groups if g not in GROUPS]
-    if unknown or not groups:
-        raise ValueError(
-            f"unknown kernel group {', '.join(unknown) or repr(text)}: "
-            f"choose from {', '.join(GROUPS)}"
-        )
-    return groups

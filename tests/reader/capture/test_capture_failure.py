@@ -126,7 +126,7 @@ def _run(reader: FakeReader, path: Path, writes: list[str]) -> tuple[int, str]:
     reader.writes = writes  # what TraceDatWriter.close was asked for before the reader closed
     code = capture(_args(path), reader, FakeTracefs(), err)  # type: ignore[arg-type]
     ready, _, rest = err.getvalue().partition("\n")
-    assert ready.startswith(f"otel-userevents: capturing into {path} the records of prefix otel ")
+    assert ready.startswith(f"otel-userevents: recording prefix otel for 0.05 s into {path} ")
     return code, rest  # what came after the line that says it listens
 
 

@@ -179,6 +179,12 @@ def test_status_lists_eventheader_tracepoints_by_provider(kernel, monkeypatch):
     monkeypatch.setattr(status_command, "tracefs_of", lambda args: tracefs)
     out = io.StringIO()
     args = argparse.Namespace(tracefs=None, prefix=None, prefixes=None, spool=None)
+    assert status_command.status(args, out) == 0  # brief: a line a provider
+    assert "EventHeader provider MyProvider: 2 tracepoints, single-format, EventHeader" in (
+        out.getvalue()
+    )
+    out = io.StringIO()
+    args.verbose = True
     assert status_command.status(args, out) == 0
     text = out.getvalue()
     assert "EventHeader provider MyProvider:" in text

@@ -99,6 +99,12 @@ def test_status_lists_the_tracepoint(kernel, monkeypatch):
     monkeypatch.setattr(status_command, "tracefs_of", lambda args: tracefs)
     out = io.StringIO()
     args = argparse.Namespace(tracefs=None, prefix=None, prefixes=None, spool=None)
+    assert status_command.status(args, out) == 0  # brief: a line for the tracepoint
+    assert "OTLP metrics (otlp_metrics): 1 tracepoint, single-format, OTLP protobuf" in (
+        out.getvalue()
+    )
+    out = io.StringIO()
+    args.verbose = True
     assert status_command.status(args, out) == 0
     text = out.getvalue()
     assert "OTLP metrics (otlp_metrics):" in text

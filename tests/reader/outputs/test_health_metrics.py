@@ -269,7 +269,7 @@ def test_the_option_says_its_default_and_takes_zero(capsys):
         parser().parse_args(["record", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
     assert "--health-interval SECONDS" in help_text
-    assert "(default 60; 0: never)" in help_text
+    assert "(seconds, 0 or more; default 60; 0: never)" in help_text
     assert parser().parse_args(["record"]).health_interval == 60.0
     assert parser().parse_args(["record", "--health-interval", "0"]).health_interval == 0.0
     with pytest.raises(SystemExit):
@@ -279,7 +279,9 @@ def test_the_option_says_its_default_and_takes_zero(capsys):
 def test_no_health_reporter_without_a_collector_or_a_spool(monkeypatch):
     args = parser().parse_args(["record"])
     assert record_command._health_reporter(args, SimpleNamespace(), 0.0) is None
-    args = parser().parse_args(["record", "--health-interval", "0", "--spool", "x"])
+    args = parser().parse_args(
+        ["record", "--health-interval", "0", "--spool", "x", "--exporter", "console"]
+    )
     assert record_command._health_reporter(args, SimpleNamespace(), 0.0) is None
 
 

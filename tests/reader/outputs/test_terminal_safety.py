@@ -188,11 +188,16 @@ def test_status_escapes_what_it_reads_from_tracefs(monkeypatch):
 
     monkeypatch.setattr(status_command, "_describe", describe)
     out = io.StringIO()
-    args = argparse.Namespace(tracefs=None, prefix=None, prefixes=["otel"])
+    args = argparse.Namespace(tracefs=None, prefix=None, prefixes=["otel"], verbose=True)
     assert status_command.status(args, out) == 0
     text = out.getvalue()
     assert_safe(text, lines=6)  # tracefs, prefix, 2 × (tracepoint, listeners)
     assert "perfa\\x1b]0;pwned" in text  # a listener named by user_events_status
+    brief = io.StringIO()
+    args.verbose = False
+    assert status_command.status(args, brief) == 0
+    assert_safe(brief.getvalue(), lines=2)  # tracefs, the prefix's line
+    assert "perfa\\x1b]0;pwned" in brief.getvalue()
 
 
 def test_cli_errors_quoting_a_file_are_escaped(monkeypatch, capsys):
