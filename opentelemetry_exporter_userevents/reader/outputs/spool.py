@@ -1,35 +1,64 @@
 # Copyright The OpenTelemetry Authors
 # SPDX-License-Identifier: Apache-2.0
 
-"""A bounded queue on disk for OTLP requests the collector did not take (``--spool DIR``).
+"""A persistent queue on disk for OTLP requests the collector did not take (``--spool DIR``),
+the reader's ``sending_queue`` with ``storage``: locked per reader, bounded, drained oldest
+first, taken over from a reader that exited.
 
 A request the output could not deliver (no answer, or 429/502/503/504, or a retryable gRPC
 code, after its retries; or the request's deadline; or, at stop, what the output had not
 delivered by ``--stop-timeout``: the requests in flight and the batches queued) is written
-to DIR as one segment file, the encoded request as it would have been sent (before
-compression), and re-sent, oldest first, from the
-output's thread once the collector takes a request again; a reader started with the same
-DIR resumes them. An answer that is not retried (a 400, gRPC ``INVALID_ARGUMENT``) is not
-spooled: the collector would refuse it again.
+as one segment file, the encoded request as it would have been sent (before compression),
+and re-sent, oldest first, from the output's thread once the collector takes a request
+again. An answer that is not retried (a 400, gRPC ``INVALID_ARGUMENT``) is not spooled: the
+collector would refuse it again.
 
-**Files.** DIR is created 0700 (an existing one must be a directory owned by the reader's
-user, not a symlink, and is made 0700); each segment ``NNNNNNNNNNNNNNNN.seg`` is 0600, with
-a :data:`HEADER` (magic, version, kind, records, payload length, CRC-32 of the payload)
-before the payload. It is written to a temporary name, ``fsync``-ed, renamed, and the
-directory ``fsync``-ed: a segment either is whole under its name or is not there. So a
-SIGKILL loses no spooled segment, only what was still in memory (queued for the output,
-or the request in flight); a power cut, the same, plus at most the segment being written.
+**One namespace per reader, locked.** Two readers share DIR in every DaemonSet rolling
+update (the new pod starts before the old one has drained). Each reader writes only into a
+sub-directory of its own, ``DIR/reader-<16 hex digits>/``, whose ``lock`` file it holds
+with ``flock(LOCK_EX)`` for as long as it runs. At start, and every :data:`ADOPT_SECONDS`
+while it drains, a reader looks at the other sub-directories: one whose lock it can take
+belongs to a reader that exited or was killed (the kernel frees the lock with the
+process); it takes that lock and so the segments, and re-sends them before its own (the
+older backlog). A namespace whose lock is held is left alone: its reader drains it. So two
+readers never write, read or delete the same file, and a segment is deleted by the one
+reader that sent it: nothing the first reader had sent and deleted is sent again by the
+second, nothing either wrote is lost. An emptied namespace is removed (a reader's own at
+its close). Segments of the version before (``DIR/NNNNNNNNNNNNNNNN.seg``, no lock) are taken
+over at start under ``DIR/.legacy.lock``.
+
+**Files.** DIR and each namespace are 0700 (an existing DIR must be a directory owned by the
+reader's user, not a symlink, and is made 0700; a namespace not owned by it is left alone);
+each segment ``N.seg`` (``N`` a decimal number of 16 to 20 digits: at most 2**64, more than
+a reader writes at any rate in any lifetime, never reused by the next reader, which writes
+in a namespace of its own) is 0600, with a :data:`HEADER` (magic, version, kind, records,
+payload length, CRC-32 of the payload) before the payload. It is written to a temporary
+name, ``fsync``-ed, renamed, and the namespace ``fsync``-ed: a segment either is whole under
+its name or is not there. A segment re-sent and taken is deleted and the namespace
+``fsync``-ed before the next is read: a power cut does not bring it back. So a SIGKILL
+loses no spooled segment, only what was still in memory (queued for the output, or the
+request in flight); a power cut, the same, plus at most the segment being written.
+
+**No disk I/O under the lock.** The spool's lock guards its counts and its index (the
+segments in order, in memory); it is never held across a read, a write, an ``fsync``, a
+rename or a delete. So the read loop's progress line, the health snapshot and the stop
+(:meth:`Spool.totals`, :meth:`Spool.counts`) return at once while a disk stalls in
+``fsync``; a put still under way when the stop gives up on it (:meth:`Spool.abandon`) is
+not renamed into place, its records counted as not delivered, not as spooled.
 
 **Bounds.** The segments' bytes stay within ``max_bytes`` (``--spool-max-mb``): to make
 room for a new segment the oldest are deleted, their records counted as dropped (``spool
 full``); a request larger than the bound alone is dropped the same way; so are the oldest
-past :data:`MAX_SEGMENTS` segments (a directory of many tiny files is read a name at a
-time, never listed whole). A segment is read
-only after its size is checked (:data:`MAX_SEGMENT` at most, the header's length equal to
-the rest of the file) and its checksum matched; a segment that fails any check (a torn
-write, a hostile file: the spool is read back as root) is deleted and counted as damaged,
-never read past its bound. Names that are not segments are left alone (temporary files of
-a killed writer are deleted).
+past :data:`MAX_SEGMENTS` segments. A full disk (``ENOSPC``, ``EDQUOT``) while a segment is
+written deletes the oldest segments one at a time, counted the same way, until it fits; only
+with none left is the new one counted as not written. The oldest segment is the head of the
+index: found without a scan. A namespace is listed once, when it is taken over (at most
+twice :data:`MAX_SEGMENTS` names kept while listing; the oldest past that dropped,
+counted). A segment is read only after its size is checked (:data:`MAX_SEGMENT` at most,
+the header's length equal to the rest of the file) and its checksum matched; a segment
+that fails any check (a torn write, a hostile file: the spool is read back as root) is
+deleted and counted as damaged, never read past its bound. Names that are not segments are
+left alone (temporary files of a killed writer are deleted).
 
 **At least once.** A segment is deleted only after the collector took it; a request that
 was taken but whose answer was lost (the connection cut after the collector read it, the
@@ -41,13 +70,17 @@ ones: a new batch goes first, then the spool drains.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 import re
+import secrets
 import stat
 import struct
 import threading
+import time
 import zlib
-from collections import Counter
+from collections import Counter, deque
 from typing import NamedTuple
 
 MAGIC = b"OTUSPOOL"
@@ -59,10 +92,23 @@ KIND_CODES = {kind: code for code, kind in KINDS.items()}
 MAX_SEGMENT = 64 * 1024 * 1024 + HEADER.size
 """Bytes of a segment at most: the exporter's default ``max_request_size``, and its header."""
 MAX_SEGMENTS = 65536
-"""Segments held at most (the reader keeps each one's number and size in memory); past it,
-the oldest are dropped as when the bytes' bound is reached."""
-_NAME = re.compile(r"^([0-9]{16})\.seg$")
-_TEMPORARY = re.compile(r"^\.([0-9]{16})\.seg\.tmp$")
+"""Segments held at most (the reader keeps each one's name and size in memory, in order);
+past it, the oldest are dropped as when the bytes' bound is reached."""
+MAX_NAMESPACES = 64
+"""Other readers' namespaces looked at in one round (a DaemonSet's rolling updates leave
+one or two)."""
+MAX_SCANNED = 4096
+"""Names of DIR looked at in one round, at most."""
+ADOPT_SECONDS = 5.0
+"""While draining, how often a reader looks for namespaces whose reader exited."""
+PREFIX = "reader-"
+LOCK = "lock"
+LEGACY_LOCK = ".legacy.lock"
+_NAME = re.compile(r"^([0-9]{16,20})\.seg$")
+_TEMPORARY = re.compile(r"^\.([0-9]{16,20})\.seg\.tmp$")
+_NAMESPACE = re.compile(r"^reader-[0-9a-f]{16}$")
+_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
 class SpoolError(OSError):
@@ -74,6 +120,37 @@ class Segment(NamedTuple):
     kind: str
     records: int
     payload: bytes
+    namespace: str = ""
+    """The namespace (sub-directory) it was read from; ``""`` for DIR itself (legacy)."""
+    name: str = ""
+
+
+class _Namespace:
+    """One reader's sub-directory, whose lock this reader holds."""
+
+    def __init__(self, name: str, fd: int, lock_fd: int, own: bool) -> None:
+        self.name = name
+        self.fd = fd
+        self.lock_fd = lock_fd
+        self.own = own
+        self.live = 0
+        """Its segments in the index."""
+        self.next = 1
+        """The number of its next segment (this reader's own namespace)."""
+        self.retired = False
+
+
+class _Entry(NamedTuple):
+    namespace: _Namespace
+    name: str
+    number: int
+    size: int
+    kind: str | None
+    """None until its header is read (a segment taken over)."""
+    records: int
+
+
+_Key = tuple[str, str]
 
 
 class Spool:
@@ -90,92 +167,323 @@ class Spool:
         self.resent: Counter[str] = Counter()
         """Records re-sent from the spool and taken, by kind."""
         self.dropped: Counter[str] = Counter()
-        """Records dropped oldest first (the spool was full), or too large for it, by kind."""
+        """Records dropped oldest first (the spool or the disk was full), or too large for
+        it, by kind."""
         self.damaged = 0
         """Segments deleted unread: a header, length or checksum that did not match."""
         self.unwritten: Counter[str] = Counter()
-        """Records whose segment could not be written (the disk full, an I/O error)."""
-        self._sizes: dict[int, int] = {}
+        """Records whose segment could not be written (the disk full with nothing left to
+        drop, an I/O error)."""
+        self.taken_over = 0
+        """Segments found in namespaces of readers that exited (at start or since)."""
+        self._live: dict[_Key, _Entry] = {}
+        self._order: deque[_Key] = deque()
+        self._held: _Key | None = None
+        """The segment :meth:`oldest` returned, being re-sent: never dropped meanwhile."""
         self._bytes = 0
+        self._abandoned = False
+        self._namespaces: dict[str, _Namespace] = {}
+        self._next_adopt = 0.0
         _private_directory(directory)
         self._fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        for entry in os.scandir(directory):
-            name = entry.name
-            if _TEMPORARY.match(name):
-                _unlink(directory, name)  # a killed writer's, never renamed: not a segment
-                continue
-            found = _NAME.match(name)
-            if found is None:
-                continue
+        self._own = self._new_namespace()
+        self._take_over_legacy()
+        self.adopt()
+        victims = self._victims(0)
+        self._drop(victims)
+
+    # -- namespaces ---------------------------------------------------------------------
+
+    def _new_namespace(self) -> _Namespace:
+        """This reader's own sub-directory, created and locked."""
+        while True:
+            name = PREFIX + secrets.token_hex(8)
             try:
-                info = os.lstat(os.path.join(directory, name))
-            except OSError:
+                os.mkdir(name, 0o700, dir_fd=self._fd)
+                break
+            except FileExistsError:
                 continue
-            if not stat.S_ISREG(info.st_mode) or not HEADER.size <= info.st_size <= MAX_SEGMENT:
-                self._damaged(int(found[1]), name)
+        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     dir_fd=self._fd)  # fmt: skip
+        lock_fd = _lock_file(fd, LOCK)
+        if lock_fd is None:  # not reached: a directory just made, this reader's
+            os.close(fd)
+            raise SpoolError(f"--spool {self.directory}: cannot lock {name}/{LOCK}")
+        _fsync(self._fd)
+        namespace = _Namespace(name, fd, lock_fd, own=True)
+        self._namespaces[name] = namespace
+        return namespace
+
+    def _take_over_legacy(self) -> None:
+        """Segments of the version before, in DIR itself, under DIR's legacy lock."""
+        scanned = 0
+        with os.scandir(self._fd) as entries:
+            for entry in entries:
+                if _NAME.match(entry.name) or _TEMPORARY.match(entry.name):
+                    break
+                scanned += 1
+                if scanned > MAX_SCANNED:
+                    return
+            else:
+                return  # none: no lock file is made
+        lock_fd = _lock_file(self._fd, LEGACY_LOCK)
+        if lock_fd is None:
+            return  # another reader of this version takes them
+        namespace = _Namespace("", os.dup(self._fd), lock_fd, own=False)
+        found = self._list(namespace)
+        self._adopted(namespace, found)
+
+    def adopt(self) -> int:
+        """Take over the namespaces of readers that exited (their lock free): their segments
+        go first in the index. How many segments were taken over (never raises)."""
+        self._next_adopt = time.monotonic() + ADOPT_SECONDS
+        taken = 0
+        candidates: list[str] = []
+        try:
+            with os.scandir(self._fd) as entries:
+                for scanned, entry in enumerate(entries):
+                    if scanned >= MAX_SCANNED or len(candidates) >= MAX_NAMESPACES:
+                        break
+                    if _NAMESPACE.match(entry.name) and entry.name not in self._namespaces:
+                        candidates.append(entry.name)
+        except OSError:
+            return 0
+        for name in candidates:
+            namespace = self._open_namespace(name)
+            if namespace is None:
                 continue
-            self._sizes[int(found[1])] = info.st_size
-            self._bytes += info.st_size
-            if len(self._sizes) >= 2 * MAX_SEGMENTS:
-                self._make_room(0)  # at most twice the bound while reading the names
-        self._next = max(self._sizes, default=0) + 1
+            found = self._list(namespace)
+            taken += len(found)
+            self._adopted(namespace, found)
+        return taken
+
+    def _open_namespace(self, name: str) -> _Namespace | None:
+        """Another reader's namespace, locked by this one; None if its reader still runs,
+        or it is not a directory of this user's."""
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(name, flags, dir_fd=self._fd)
+        except OSError:
+            return None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+                os.close(fd)
+                return None
+            lock_fd = _lock_file(fd, LOCK)
+        except OSError:
+            os.close(fd)
+            return None
+        if lock_fd is None:
+            os.close(fd)
+            return None  # its reader runs: it drains its own
+        return _Namespace(name, fd, lock_fd, own=False)
+
+    def _list(self, namespace: _Namespace) -> list[tuple[int, str, int]]:
+        """A namespace's segments (number, name, size), oldest first; damaged ones and a
+        killed writer's temporary files deleted; at most :data:`MAX_SEGMENTS`, the oldest
+        past that dropped."""
+        found: list[tuple[int, str, int]] = []
+        damaged: list[str] = []
+        try:
+            with os.scandir(namespace.fd) as entries:
+                for entry in entries:
+                    name = entry.name
+                    if _TEMPORARY.match(name):
+                        _unlink(namespace.fd, name)  # a killed writer's, never renamed
+                        continue
+                    match = _NAME.match(name)
+                    if match is None:
+                        continue
+                    try:
+                        info = os.lstat(name, dir_fd=namespace.fd)
+                    except OSError:
+                        continue
+                    if not stat.S_ISREG(info.st_mode) or not (
+                        HEADER.size <= info.st_size <= MAX_SEGMENT
+                    ):
+                        damaged.append(name)
+                        continue
+                    found.append((int(match[1]), name, info.st_size))
+                    if len(found) >= 2 * MAX_SEGMENTS:
+                        found.sort()
+                        self._drop_listed(namespace, found[:MAX_SEGMENTS])
+                        del found[:MAX_SEGMENTS]
+        except OSError:
+            pass
+        for name in damaged:
+            _unlink(namespace.fd, name)
         with self._lock:
-            self._make_room(0)
+            self.damaged += len(damaged)
+        found.sort()
+        return found
+
+    def _drop_listed(self, namespace: _Namespace, listed: list[tuple[int, str, int]]) -> None:
+        for _number, name, _size in listed:
+            kind, records = _header(namespace.fd, name)
+            _unlink(namespace.fd, name)
+            with self._lock:
+                if kind is None:
+                    self.damaged += 1
+                else:
+                    self.dropped[kind] += records
+
+    def _adopted(self, namespace: _Namespace, found: list[tuple[int, str, int]]) -> None:
+        """``found`` put first in the index (older than this reader's own), then the bounds
+        applied."""
+        keys = [(namespace.name, name) for _number, name, _size in found]
+        with self._lock:
+            self._namespaces[namespace.name] = namespace
+            for (number, name, size), key in zip(found, keys, strict=True):
+                self._live[key] = _Entry(namespace, name, number, size, None, 0)
+                self._bytes += size
+            namespace.live += len(found)
+            self.taken_over += len(found)
+            self._order.extendleft(reversed(keys))
+            retire = not found and self._retiring(namespace)
+            victims = self._victims(0)
+        self._drop(victims)
+        if retire:
+            self._retire(namespace)
+
+    def _retiring(self, namespace: _Namespace) -> bool:
+        """Whether an emptied namespace taken over is to be removed (with the lock held)."""
+        if namespace.own or namespace.live or namespace.retired:
+            return False
+        namespace.retired = True
+        self._namespaces.pop(namespace.name, None)
+        return True
+
+    def _retire(self, namespace: _Namespace) -> None:
+        """An emptied namespace removed, then its lock released."""
+        if namespace.name:
+            _unlink(namespace.fd, LOCK)
+            try:
+                os.rmdir(namespace.name, dir_fd=self._fd)
+            except OSError:
+                pass  # something else in it: left
+        else:
+            _unlink(self._fd, LEGACY_LOCK)
+        os.close(namespace.fd)
+        os.close(namespace.lock_fd)
+
+    # -- the queue ----------------------------------------------------------------------
 
     def put(self, kind: str, records: int, payload: bytes) -> bool:
-        """Write one request; False if it cannot be held (counted as dropped)."""
+        """Write one request; False if it cannot be held (counted as dropped or not written;
+        after :meth:`abandon`, not counted: the stop counts it)."""
         size = HEADER.size + len(payload)
+        own = self._own
         with self._lock:
             if size > self.max_bytes or size > MAX_SEGMENT:
                 self.dropped[kind] += records
                 return False
-            self._make_room(size)
-            number = self._next
-            self._next += 1
-            header = HEADER.pack(
-                MAGIC, VERSION, KIND_CODES[kind], 0, records, len(payload), zlib.crc32(payload)
-            )
-            name = f"{number:016d}.seg"
-            temporary = f".{name}.tmp"
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-            try:
-                fd = os.open(temporary, flags, 0o600, dir_fd=self._fd)
-                try:
-                    view = memoryview(header + payload)
-                    while view:
-                        view = view[os.write(fd, view) :]
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                os.rename(temporary, name, src_dir_fd=self._fd, dst_dir_fd=self._fd)
-                os.fsync(self._fd)
-            except OSError:
-                _unlink(self._fd, temporary)
-                self.unwritten[kind] += records
+            if self._abandoned:
                 return False
-            self._sizes[number] = size
-            self._bytes += size
+            victims = self._victims(size)
+            number = own.next
+            own.next += 1
+            self._bytes += size  # room held for it while it is written
+        self._drop(victims)
+        header = HEADER.pack(
+            MAGIC, VERSION, KIND_CODES[kind], 0, records, len(payload), zlib.crc32(payload)
+        )
+        name = f"{number:016d}.seg"
+        temporary = f".{name}.tmp"
+        written = False
+        try:
+            while True:
+                try:
+                    _write_file(own.fd, temporary, header + payload)
+                    break
+                except OSError as error:
+                    _unlink(own.fd, temporary)
+                    if error.errno not in _FULL:
+                        raise
+                    with self._lock:  # the disk is full: the oldest go first
+                        victims = self._victims(size, one=True)
+                    if not victims:
+                        raise
+                    self._drop(victims)
+            with self._lock:
+                abandoned = self._abandoned
+            if abandoned:  # the stop gave up on it: not put in place, counted by the stop
+                _unlink(own.fd, temporary)
+                with self._lock:
+                    self._bytes -= size
+                return False
+            os.rename(temporary, name, src_dir_fd=own.fd, dst_dir_fd=own.fd)
+            written = True
+            _fsync(own.fd)
+        except OSError:
+            if not written:
+                _unlink(own.fd, temporary)
+                with self._lock:
+                    self._bytes -= size
+                    self.unwritten[kind] += records
+                return False
+        key = (own.name, name)
+        with self._lock:
+            self._live[key] = _Entry(own, name, number, size, kind, records)
+            self._order.append(key)
+            own.live += 1
             self.spooled[kind] += records
-            return True
+        return True
 
     def oldest(self) -> Segment | None:
-        """The oldest whole segment (damaged ones before it deleted and counted), or None."""
-        with self._lock:
-            while self._sizes:
-                number = min(self._sizes)
-                segment = self._read(number)
-                if segment is not None:
-                    return segment
-                self._forget(number)
-                self._damaged(number, f"{number:016d}.seg")
-            return None
+        """The oldest whole segment (damaged ones before it deleted and counted), or None;
+        namespaces of readers that exited are looked for every :data:`ADOPT_SECONDS`."""
+        if time.monotonic() >= self._next_adopt:
+            self.adopt()
+        while True:
+            with self._lock:
+                key = self._head()
+                if key is None:
+                    self._held = None
+                    return None
+                entry = self._live[key]
+                self._held = key
+            segment = _read(entry)
+            if segment is not None:
+                return segment
+            with self._lock:
+                if self._live.pop(key, None) is None:
+                    continue
+                self._bytes -= entry.size
+                entry.namespace.live -= 1
+                self.damaged += 1
+                self._held = None
+                retire = self._retiring(entry.namespace)
+            _unlink(entry.namespace.fd, entry.name)
+            if retire:
+                self._retire(entry.namespace)
 
     def remove(self, segment: Segment, resent: int) -> None:
-        """``segment`` was taken (``resent`` of its records): delete it."""
+        """``segment`` was taken (``resent`` of its records): deleted, durably (its
+        namespace ``fsync``-ed: a power cut does not bring it back to be sent twice)."""
+        key = (segment.namespace, segment.name or f"{segment.number:016d}.seg")
         with self._lock:
-            if self._forget(segment.number):
-                _unlink(self._fd, f"{segment.number:016d}.seg")
+            entry = self._live.pop(key, None)
+            if self._held == key:
+                self._held = None
+            if entry is not None:
+                self._bytes -= entry.size
+                entry.namespace.live -= 1
             self.resent[segment.kind] += resent
+            retire = entry is not None and self._retiring(entry.namespace)
+        if entry is None:
+            return
+        _unlink(entry.namespace.fd, entry.name)
+        if retire:
+            self._retire(entry.namespace)  # the namespace removed: as durable
+        else:
+            _fsync(entry.namespace.fd)
+
+    def abandon(self) -> None:
+        """The stop has given up waiting: puts still under way are not put in place (and
+        return False), nor are later ones."""
+        with self._lock:
+            self._abandoned = True
 
     def totals(self) -> tuple[Counter[str], Counter[str], Counter[str], Counter[str], int]:
         """Copies of ``spooled``, ``resent``, ``dropped``, ``unwritten`` and ``damaged``."""
@@ -189,85 +497,160 @@ class Spool:
             )
 
     def counts(self) -> tuple[int, int]:
-        """Segments and bytes in the spool."""
+        """Segments and bytes in the spool (those being written included in the bytes)."""
         with self._lock:
-            return len(self._sizes), self._bytes
+            return len(self._live), self._bytes
 
     def close(self) -> None:
+        """Locks released (this reader's namespace removed if empty): another reader may
+        take over what is left."""
+        with self._lock:
+            namespaces = list(self._namespaces.values())
+            self._namespaces.clear()
+            own_empty = self._own.live == 0
+        for namespace in namespaces:
+            if namespace is self._own and own_empty:
+                self._retire(namespace)
+                continue
+            os.close(namespace.fd)
+            os.close(namespace.lock_fd)
         os.close(self._fd)
 
-    def _read(self, number: int) -> Segment | None:
-        """The segment, if its header, length and checksum hold; read within its size."""
-        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-        try:
-            fd = os.open(f"{number:016d}.seg", flags, dir_fd=self._fd)
-        except OSError:
-            return None
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode) or not HEADER.size <= info.st_size <= MAX_SEGMENT:
-                return None
-            data = _read_at_most(fd, info.st_size)
-        finally:
-            os.close(fd)
-        if len(data) != info.st_size:
-            return None
-        magic, version, code, reserved, records, length, crc = HEADER.unpack_from(data)
-        payload = data[HEADER.size :]
-        if (
-            magic != MAGIC
-            or version != VERSION
-            or code not in KINDS
-            or reserved != 0
-            or length != len(payload)
-            or zlib.crc32(payload) != crc
-        ):
-            return None
-        return Segment(number, KINDS[code], records, payload)
+    def _head(self) -> _Key | None:
+        """The oldest key in the index (with the lock held); keys no longer live skipped."""
+        order, live = self._order, self._live
+        while order and order[0] not in live:
+            order.popleft()
+        return order[0] if order else None
 
-    def _make_room(self, size: int) -> None:
-        while self._sizes and (
-            self._bytes + size > self.max_bytes or len(self._sizes) + (size > 0) > MAX_SEGMENTS
+    def _victims(self, size: int, one: bool = False) -> list[_Entry]:
+        """With the lock held: the oldest entries taken out of the index to make room for
+        ``size`` bytes (or ``one`` of them: the disk is full), never the one being
+        re-sent; deleted and counted by :meth:`_drop`, outside the lock."""
+        victims: list[_Entry] = []
+        held: list[_Key] = []
+        order, live = self._order, self._live
+        while order and (
+            (one and not victims)
+            or self._bytes + size > self.max_bytes
+            or len(live) + (size > 0) > MAX_SEGMENTS
         ):
-            number = min(self._sizes)
-            kind, records = self._header(number)
-            self._forget(number)
-            _unlink(self._fd, f"{number:016d}.seg")
+            key = order.popleft()
+            entry = live.get(key)
+            if entry is None:
+                continue
+            if key == self._held:
+                held.append(key)
+                continue
+            del live[key]
+            self._bytes -= entry.size
+            entry.namespace.live -= 1
+            victims.append(entry)
+        order.extendleft(held)
+        return victims
+
+    def _drop(self, victims: list[_Entry]) -> None:
+        """Entries taken out of the index: deleted and counted as dropped (outside the
+        lock: a header of a segment taken over is read for its records)."""
+        for entry in victims:
+            kind, records = entry.kind, entry.records
             if kind is None:
-                self.damaged += 1
-            else:
-                self.dropped[kind] += records
+                kind, records = _header(entry.namespace.fd, entry.name)
+            _unlink(entry.namespace.fd, entry.name)
+            with self._lock:
+                if kind is None:
+                    self.damaged += 1
+                else:
+                    self.dropped[kind] += records
+                retire = self._retiring(entry.namespace)
+            if retire:
+                self._retire(entry.namespace)
 
-    def _header(self, number: int) -> tuple[str | None, int]:
-        """The kind and records a segment's header says (checked; not its payload)."""
-        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-        try:
-            fd = os.open(f"{number:016d}.seg", flags, dir_fd=self._fd)
-        except OSError:
-            return None, 0
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None, 0
-            data = _read_at_most(fd, HEADER.size)
-        finally:
-            os.close(fd)
-        if len(data) != HEADER.size:
-            return None, 0
-        magic, version, code, _reserved, records, _length, _crc = HEADER.unpack(data)
-        if magic != MAGIC or version != VERSION or code not in KINDS:
-            return None, 0
-        return KINDS[code], records
 
-    def _forget(self, number: int) -> bool:
-        size = self._sizes.pop(number, None)
-        if size is None:
-            return False
-        self._bytes -= size
-        return True
+def _read(entry: _Entry) -> Segment | None:
+    """The segment, if its header, length and checksum hold; read within its size."""
+    try:
+        fd = os.open(entry.name, _READ, dir_fd=entry.namespace.fd)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or not HEADER.size <= info.st_size <= MAX_SEGMENT:
+            return None
+        data = _read_at_most(fd, info.st_size)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(data) != info.st_size:
+        return None
+    magic, version, code, reserved, records, length, crc = HEADER.unpack_from(data)
+    payload = data[HEADER.size :]
+    if (
+        magic != MAGIC
+        or version != VERSION
+        or code not in KINDS
+        or reserved != 0
+        or length != len(payload)
+        or zlib.crc32(payload) != crc
+    ):
+        return None
+    return Segment(entry.number, KINDS[code], records, payload, entry.namespace.name, entry.name)
 
-    def _damaged(self, number: int, name: str) -> None:
-        self.damaged += 1
-        _unlink(getattr(self, "_fd", self.directory), name)
+
+def _header(directory: int, name: str) -> tuple[str | None, int]:
+    """The kind and records a segment's header says (checked; not its payload)."""
+    try:
+        fd = os.open(name, _READ, dir_fd=directory)
+    except OSError:
+        return None, 0
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None, 0
+        data = _read_at_most(fd, HEADER.size)
+    except OSError:
+        return None, 0
+    finally:
+        os.close(fd)
+    if len(data) != HEADER.size:
+        return None, 0
+    magic, version, code, _reserved, records, _length, _crc = HEADER.unpack(data)
+    if magic != MAGIC or version != VERSION or code not in KINDS:
+        return None, 0
+    return KINDS[code], records
+
+
+def _write_file(directory: int, name: str, data: bytes) -> None:
+    """``data`` written whole to a new file ``name`` (0600) and ``fsync``-ed."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(name, flags, 0o600, dir_fd=directory)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _lock_file(directory: int, name: str) -> int | None:
+    """``name`` in ``directory`` opened (made, 0600, if missing) and locked exclusively,
+    without waiting; None if another process holds it."""
+    fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                 dir_fd=directory)  # fmt: skip
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _fsync(fd: int) -> None:
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
 
 
 def _read_at_most(fd: int, size: int) -> bytes:
@@ -282,12 +665,9 @@ def _read_at_most(fd: int, size: int) -> bytes:
     return b"".join(chunks)
 
 
-def _unlink(directory: int | str, name: str) -> None:
+def _unlink(directory: int, name: str) -> None:
     try:
-        if isinstance(directory, int):
-            os.unlink(name, dir_fd=directory)
-        else:
-            os.unlink(os.path.join(directory, name))
+        os.unlink(name, dir_fd=directory)
     except OSError:
         pass
 
