@@ -53,6 +53,9 @@ which a string's or bytes' length is added."""
 NOT_DELIVERED = "stop timeout"
 """Why items counted at stop were not delivered."""
 KINDS = ("spans", "logs", "metric points")
+SPOOL_RESERVE = 2.0
+"""Seconds at most, of the time the stop has, kept to spool what was not delivered (at
+most a quarter of the time left)."""
 IDLE_SECONDS = 5.0
 """With nothing to write for this long, the output's ``idle`` runs (a spool is tried)."""
 
@@ -253,12 +256,22 @@ class OutputStage:
 
     def close(self) -> None:
         """Deliver what is queued until the deadline (:meth:`stop_by`; else now plus the stop
-        timeout), then count what was not delivered and return, even if the output is stuck."""
+        timeout), then count what was not delivered and return, even if the output is stuck.
+
+        With a spool, the last part of the time left (:data:`SPOOL_RESERVE` s at most, a
+        quarter of it at most) is kept to spool what was not delivered; the spooling runs
+        on a thread of its own, and what it has not spooled by the deadline (a disk that
+        stalls) is counted as not delivered, its writes abandoned (never put in place
+        later): the stop meets its deadline whatever the disk does."""
+        now = time.monotonic()
         if self.deadline is None:
-            self.deadline = time.monotonic() + self.stop_timeout
+            self.deadline = now + self.stop_timeout
+        deadline = self.deadline
+        spool = getattr(self.output, "spool", None)
+        reserve = min(SPOOL_RESERVE, max(0.0, deadline - now) / 4) if spool is not None else 0
         self._closing.set()
         self.queue.close()
-        self._done.wait(max(0.0, self.deadline - time.monotonic()))
+        self._done.wait(max(0.0, deadline - reserve - time.monotonic()))
         with self._lock:
             if self._done.is_set():
                 return
@@ -267,27 +280,47 @@ class OutputStage:
             left.update(self._queued)
             batches = self.queue.take_all()
             self._queued = Counter()
-        spooled = self._spool_left([batch for batch, _kinds in batches])
+        spooled = self._spool_left([batch for batch, _kinds in batches], deadline)
         with self._lock:
             self.spooled_at_stop.update(spooled)
             left.subtract(spooled)
             self.not_delivered.update(+left)  # ``failed`` stays as before this batch
 
-    def _spool_left(self, batches: list[list[Telemetry]]) -> Counter[str]:
+    def _spool_left(self, batches: list[list[Telemetry]], deadline: float) -> Counter[str]:
         """With a spool, what the output did not deliver by the deadline goes to it: the
-        requests in flight, then the batches queued (on this thread: the output's may be
-        stuck); the items spooled, by kind."""
+        requests in flight, then the batches queued (on a thread of its own: the output's
+        may be stuck, the disk may stall), until ``deadline``; the items spooled by then,
+        by kind."""
         output = self.output
-        if getattr(output, "spool", None) is None:
+        spool = getattr(output, "spool", None)
+        if spool is None:
             return Counter()
         spooled: Counter[str] = Counter()
-        try:
-            spooled.update(output.spool_in_flight())  # type: ignore[attr-defined]
-            for batch in batches:
-                spooled.update(output.spool_batch(batch))  # type: ignore[attr-defined]
-        except Exception:  # noqa: BLE001 - the rest is counted as not delivered
-            pass
-        return spooled
+        lock = threading.Lock()
+
+        def spool_all() -> None:
+            try:
+                done = output.spool_in_flight()  # type: ignore[attr-defined]
+                with lock:
+                    spooled.update(done)
+                for batch in batches:
+                    done = output.spool_batch(batch)  # type: ignore[attr-defined]
+                    with lock:
+                        spooled.update(done)
+            except Exception:  # noqa: BLE001 - the rest is counted as not delivered
+                pass
+
+        thread = threading.Thread(target=spool_all, name="otel-userevents spool at stop")
+        thread.daemon = True  # a disk stalled in fsync must not keep the process alive
+        thread.start()
+        thread.join(max(0.0, deadline - time.monotonic()))
+        if thread.is_alive():
+            try:
+                spool.abandon()  # what is still being written is not put in place later
+            except Exception:  # noqa: BLE001 - a spool of another kind; counted all the same
+                pass
+        with lock:
+            return Counter(spooled)
 
     def counts(self) -> tuple[int, Counter[str]]:
         """Batches queued, and the items queued or in flight by kind."""
