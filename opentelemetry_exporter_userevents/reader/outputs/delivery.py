@@ -19,7 +19,9 @@ the collector rejected and why (:func:`partial_success`), counted by the sender.
 from __future__ import annotations
 
 import logging
+import math
 import random
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -68,25 +70,96 @@ Attempt = Callable[[float], "Delivery | Retry"]
 """One attempt at a request, given its deadline (monotonic): its end, or a retry."""
 
 
+class RetryOnFailure(NamedTuple):
+    """The Collector's ``retry_on_failure`` (exporterhelper), its defaults: a request not
+    taken (no answer, a retryable answer, an attempt past its timeout) is tried again after
+    a backoff that starts at ``initial_interval``, grows by ``multiplier`` up to
+    ``max_interval`` (each randomized by ``randomization_factor``), until
+    ``max_elapsed_time`` has passed since its first attempt; a throttle (``Retry-After``,
+    ``RetryInfo``) makes the backoff at least that long. ``enabled`` False: one attempt."""
+
+    enabled: bool = True
+    initial_interval: float = 5.0
+    max_interval: float = 30.0
+    multiplier: float = 1.5
+    max_elapsed_time: float = 300.0
+    """0: no bound (retried until taken, or the stop)."""
+    randomization_factor: float = 0.5
+
+
+MAX_RETRY_AFTER = 300.0
+"""Seconds of a ``Retry-After`` or ``RetryInfo`` delay honoured at most (the Collector's
+``max_elapsed_time``): a larger one (an absurd date, a typo) is cut to this, and a warning
+says so."""
+
+
+class Throttle:
+    """When the collector may be asked again, as it said (``Retry-After``, ``RetryInfo``):
+    shared by the senders of one output (one collector), so that no request, retry or probe
+    of any signal goes before then: a throttled collector never gets a burst. Thread-safe."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._until = 0.0
+        self.capped = 0
+        """Delays asked for that were longer than :data:`MAX_RETRY_AFTER`, cut to it."""
+
+    def hold(self, seconds: float) -> float:
+        """The collector asked for ``seconds``: held until then (at most
+        :data:`MAX_RETRY_AFTER`); the delay held."""
+        delay = min(max(seconds, 0.0), MAX_RETRY_AFTER)
+        with self._lock:
+            if seconds > MAX_RETRY_AFTER:
+                self.capped += 1
+            self._until = max(self._until, self._clock() + delay)
+        if seconds > MAX_RETRY_AFTER:
+            _logger.warning(
+                "The collector asked to wait %.0f s; waiting %.0f s (the most honoured).",
+                seconds,
+                MAX_RETRY_AFTER,
+            )
+        return delay
+
+    def left(self) -> float:
+        """Seconds until the collector may be asked again (0: now)."""
+        with self._lock:
+            return max(0.0, self._until - self._clock())
+
+
 def deliver(
     attempt: Attempt,
     timeout: float,
     kind: str,
     sleep: Callable[[float], None] = time.sleep,
-    attempts: int = MAX_ATTEMPTS,
+    attempts: int | None = None,
+    retry: RetryOnFailure | None = None,
+    throttle: Throttle | None = None,
 ) -> Delivery:
-    """Attempts until one ends the request, ``attempts`` are made, or the next would start
-    past the deadline (``timeout`` s from now); what became of the request. A request not
-    taken after the retries may be taken later (``later``)."""
+    """Attempts until one ends the request; what became of it. A request not taken after
+    the retries may be taken later (``later``). No attempt goes before the ``throttle``.
+
+    With ``retry`` (the Collector's ``retry_on_failure``), ``timeout`` bounds each attempt,
+    and attempts go on until ``retry.max_elapsed_time`` (or ``attempts`` are made: a
+    probe's one). Without it, as the OTLP exporters' clients retry: ``timeout`` bounds the
+    whole request, at most :data:`MAX_ATTEMPTS` attempts, backoff 1, 2, 4... s."""
+    if retry is not None:
+        return _retry_on_failure(attempt, timeout, kind, sleep, attempts, retry, throttle)
     deadline = time.monotonic() + timeout
-    attempts = max(1, min(attempts, MAX_ATTEMPTS))
+    attempts = max(1, min(attempts or MAX_ATTEMPTS, MAX_ATTEMPTS))
+    waited = False
     for number in range(attempts):
+        wait = throttle.left() if throttle is not None and not waited else 0.0
+        if wait > 0:
+            if wait > deadline - time.monotonic():
+                return Delivery(False, THROTTLED, later=True)
+            sleep(wait)
         result = attempt(deadline)
         if isinstance(result, Delivery):
             return result
         backoff = 2**number * random.uniform(1 - JITTER, 1 + JITTER)
         if result.retry_after is not None:
-            backoff = result.retry_after
+            backoff = _held(result.retry_after, throttle)
         if number + 1 == attempts or backoff > deadline - time.monotonic():
             _logger.error(
                 "Failed to export %s batch due to timeout or max retries (last: %s).",
@@ -101,7 +174,76 @@ def deliver(
             backoff,
         )
         sleep(backoff)
+        waited = True  # the throttle's delay, if it asked for one, is over
     return Delivery(False, "not sent")  # not reached: the last attempt returns
+
+
+THROTTLED = "throttled by the collector (Retry-After) past the request's deadline"
+
+
+def _held(retry_after: float, throttle: Throttle | None) -> float:
+    """The delay the collector asked for, held by the throttle (capped)."""
+    if throttle is not None:
+        return throttle.hold(retry_after)
+    return min(max(retry_after, 0.0), MAX_RETRY_AFTER)
+
+
+def _retry_on_failure(
+    attempt: Attempt,
+    timeout: float,
+    kind: str,
+    sleep: Callable[[float], None],
+    attempts: int | None,
+    retry: RetryOnFailure,
+    throttle: Throttle | None,
+) -> Delivery:
+    """:func:`deliver` with the Collector's ``retry_on_failure``."""
+    started = time.monotonic()
+    budget = retry.max_elapsed_time if retry.max_elapsed_time > 0 else math.inf
+    interval = retry.initial_interval
+    number = 0
+    waited = False
+    while True:
+        number += 1
+        wait = throttle.left() if throttle is not None and not waited else 0.0
+        if wait > 0:
+            if time.monotonic() - started + wait > budget:
+                return Delivery(False, THROTTLED_ELAPSED, later=True)
+            sleep(wait)
+        result = attempt(time.monotonic() + timeout)
+        if isinstance(result, Delivery):
+            if result.taken or not result.later:
+                return result
+            result = Retry(result.reason or DEADLINE, result.reason or DEADLINE)
+        backoff = interval * random.uniform(
+            1 - retry.randomization_factor, 1 + retry.randomization_factor
+        )
+        interval = min(interval * retry.multiplier, retry.max_interval)
+        if result.retry_after is not None:
+            backoff = max(backoff, _held(result.retry_after, throttle))
+        if (
+            not retry.enabled
+            or (attempts is not None and number >= attempts)
+            or time.monotonic() - started + backoff > budget
+        ):
+            if retry.enabled and attempts is None:
+                _logger.error(
+                    "Failed to export %s batch: no more retries left (last: %s).",
+                    kind,
+                    result.logged,
+                )
+            return Delivery(False, f"{result.failure} after {number} attempts", later=True)
+        _logger.warning(
+            "Transient error %s encountered while exporting %s batch, retrying in %.2fs.",
+            result.logged,
+            kind,
+            backoff,
+        )
+        sleep(backoff)
+        waited = True  # the throttle's delay, if it asked for one, is over
+
+
+THROTTLED_ELAPSED = "throttled by the collector (Retry-After) past max_elapsed_time"
 
 
 _REJECTED = {"spans": "rejected_spans", "logs": "rejected_log_records"}

@@ -35,7 +35,11 @@ from typing import Any, Protocol
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint, metrics_data
 from opentelemetry_exporter_userevents.reader.outputs import otlp_http_output, otlp_proto_direct
 from opentelemetry_exporter_userevents.reader.outputs.collector_gate import CollectorGate
-from opentelemetry_exporter_userevents.reader.outputs.delivery import Delivery
+from opentelemetry_exporter_userevents.reader.outputs.delivery import (
+    Delivery,
+    RetryOnFailure,
+    Throttle,
+)
 from opentelemetry_exporter_userevents.reader.outputs.health_metrics import Durations, error_type
 from opentelemetry_exporter_userevents.reader.outputs.spool import Segment, Spool
 
@@ -63,7 +67,10 @@ class Post(Protocol):
     """What a sender posts its requests with: :class:`.otlp_http_post.Poster` or
     :class:`.otlp_grpc_post.GrpcPoster`."""
 
-    def deliver(self, data: bytes, attempts: int = ...) -> Delivery:
+    retry: RetryOnFailure | None
+    throttle: Throttle | None
+
+    def deliver(self, data: bytes, attempts: int | None = ...) -> Delivery:
         """Send ``data`` until it is taken, ``attempts`` are made, or the deadline; what
         became of it (never raises)."""
         ...
@@ -98,6 +105,12 @@ class DirectSender:
         """Records the collector took (less those its ``partial_success`` rejected)."""
         self.durations = Durations()
         """Each request's duration, its retries included, by ``error.type`` when not taken."""
+
+    def configure(self, retry: RetryOnFailure | None, throttle: Throttle | None) -> None:
+        """Retries as the Collector's ``retry_on_failure`` (None: as the exporter's client),
+        no attempt before the shared ``throttle``."""
+        self._poster.retry = retry
+        self._poster.throttle = throttle
 
     def _deliver(self, data: bytes, probe: bool = False) -> Delivery:
         """Posted (one attempt for a ``probe`` of a collector marked down); the gate marked

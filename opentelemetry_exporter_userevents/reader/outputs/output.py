@@ -21,9 +21,13 @@ from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, 
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint, metrics_data
 from opentelemetry_exporter_userevents.reader.outputs import otlp_json, otlp_json_direct
 from opentelemetry_exporter_userevents.reader.outputs.collector_gate import CollectorGate
+from opentelemetry_exporter_userevents.reader.outputs.delivery import RetryOnFailure, Throttle
 from opentelemetry_exporter_userevents.reader.outputs.grouping import EncodedCache
 from opentelemetry_exporter_userevents.reader.outputs.sdk_items import sdk_spans_and_logs
 from opentelemetry_exporter_userevents.reader.outputs.spool import Spool
+
+DEFAULT_RETRY = RetryOnFailure()
+"""The Collector's ``retry_on_failure`` defaults."""
 
 if TYPE_CHECKING:  # the tree view, the exporters and the SDK are imported when chosen
     from opentelemetry.sdk._logs import ReadableLogRecord
@@ -151,7 +155,10 @@ class ExporterOutput:
     """Whether some spans or logs go to an exporter as SDK objects (built from their
     JoinedRecord), not posted by a direct sender."""
 
-    def __init__(self, name: str, direct: bool = True) -> None:
+    def __init__(self, name: str, direct: bool = True, retry: RetryOnFailure | None = None) -> None:
+        """``retry``: the direct senders' ``retry_on_failure`` (``record`` passes the
+        Collector's defaults, :data:`DEFAULT_RETRY`, or its flags'); None: as the
+        exporter's own client retries (6 attempts within its timeout)."""
         if name == "user_events":
             raise ValueError("re-exporting to user_events would feed the reader its own output")
         self.name = name
@@ -168,7 +175,9 @@ class ExporterOutput:
         self.failed = 0
         """Spans and logs the exporters did not take."""
         self.spool: Spool | None = None
-        self.gate = CollectorGate()
+        self.throttle = Throttle()
+        """When the collector said it may be asked again (shared by the senders)."""
+        self.gate = CollectorGate(throttle=self.throttle)
         """Whether the collector takes requests (used with a spool)."""
         self.backlog: Callable[[], int] = lambda: 0
         """Batches waiting for the output (the output stage's queue sets it): the spool
@@ -183,6 +192,9 @@ class ExporterOutput:
         self._direct_metrics = (
             direct_sender.direct_sender(self.metrics, "metrics") if direct else None
         )
+        for sender in self._senders():
+            if sender is not None:
+                sender.configure(retry, self.throttle)
         if (self.spans is None or self._direct_spans is not None) and (
             self.logs is None or self._direct_logs is not None
         ):
