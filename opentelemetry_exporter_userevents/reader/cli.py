@@ -49,6 +49,24 @@ READY_FILE_HELP = (
 )
 
 
+SENDING_QUEUE_SIZE = 256
+"""``--sending-queue-size``'s default: ``output_stage.MAX_QUEUED_BATCHES`` (the CLI imports
+no stage; ``tests/reader/commands/test_delivery_flags.py`` checks they agree)."""
+SENDING_QUEUE_MB = 64
+"""``--sending-queue-max-mb``'s default: ``output_stage.MAX_QUEUED_BYTES`` in MiB."""
+BATCH_ITEMS = 512
+"""``output_stage.MAX_BATCH_ITEMS``."""
+RETRY_AFTER_CAP = 300.0
+"""``delivery.MAX_RETRY_AFTER``."""
+RETRY_ON_FAILURE = {
+    "initial_interval": 5.0,
+    "max_interval": 30.0,
+    "multiplier": 1.5,
+    "max_elapsed_time": 300.0,
+}
+"""The Collector's ``retry_on_failure`` defaults: ``delivery.RetryOnFailure``'s."""
+
+
 def _positive(text: str) -> int:
     number = int(text)
     if number < 1:
@@ -60,6 +78,20 @@ def _seconds(text: str) -> float:
     number = float(text)
     if not number >= 0 or number == float("inf"):
         raise argparse.ArgumentTypeError("seconds, 0 or more")
+    return number
+
+
+def _boolean(text: str) -> bool:
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise argparse.ArgumentTypeError("true or false")
+    return value == "true"
+
+
+def _multiplier(text: str) -> float:
+    number = float(text)
+    if not 1 <= number < float("inf"):
+        raise argparse.ArgumentTypeError("1 or more")
     return number
 
 
@@ -282,6 +314,59 @@ def parser() -> argparse.ArgumentParser:
         help="on stop (Ctrl-C, SIGTERM, SIGHUP, --duration), deliver what is queued for the "
         "output for at most SECONDS (default 10, within systemd's 30-s stop timeout), then "
         "count what was not delivered and exit, even if the output is stuck",
+    )
+    rec.add_argument(
+        "--sending-queue-size",
+        type=_positive,
+        default=SENDING_QUEUE_SIZE,
+        metavar="BATCHES",
+        help="the Collector's sending_queue queue_size: batches (of at most "
+        f"{BATCH_ITEMS} items) held in memory for the output while it sends or retries "
+        "(default %(default)s); when full, the oldest are dropped for the new, counted",
+    )
+    rec.add_argument(
+        "--sending-queue-max-mb",
+        type=_positive,
+        default=SENDING_QUEUE_MB,
+        metavar="MB",
+        help="the sending queue's bound in estimated MiB of the items it holds (default "
+        "%(default)s); when reached, the oldest batches are dropped, counted",
+    )
+    rec.add_argument(
+        "--retry-on-failure-enabled",
+        type=_boolean,
+        default=True,
+        metavar="true|false",
+        help="the Collector's retry_on_failure.enabled: with --exporter otlp_proto_http or "
+        "otlp_proto_grpc, a request the collector did not take (no answer, 429/502/503/504, "
+        "a retryable gRPC code, an attempt past OTEL_EXPORTER_OTLP_TIMEOUT) is tried again "
+        "with the backoff below, a Retry-After or RetryInfo delay honoured (at most "
+        f"{RETRY_AFTER_CAP:.0f} s) (default: true; false: one attempt)",
+    )
+    for flag, default, what in (
+        ("initial-interval", RETRY_ON_FAILURE["initial_interval"], "the first backoff"),
+        ("max-interval", RETRY_ON_FAILURE["max_interval"], "the longest backoff"),
+        (
+            "max-elapsed-time",
+            RETRY_ON_FAILURE["max_elapsed_time"],
+            "how long a request is retried from its first attempt, then spooled (--spool) or "
+            "counted as not written; 0: for ever",
+        ),
+    ):
+        rec.add_argument(
+            f"--retry-on-failure-{flag}",
+            type=_seconds,
+            default=default,
+            metavar="SECONDS",
+            help=f"retry_on_failure.{flag.replace('-', '_')}: {what} (default %(default)g)",
+        )
+    rec.add_argument(
+        "--retry-on-failure-multiplier",
+        type=_multiplier,
+        default=RETRY_ON_FAILURE["multiplier"],
+        metavar="X",
+        help="retry_on_failure.multiplier: each backoff this many times the one before, "
+        "each randomized by +-50%% (default %(default)g)",
     )
     rec.add_argument(
         "--spool",

@@ -86,7 +86,12 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if not isinstance(destination, ExporterOutput):
             raise UsageError("--spool keeps OTLP/HTTP requests: use it with --exporter")
         destination.use_spool(Spool(args.spool, args.spool_max_mb * 1024 * 1024))
-    output = OutputStage(destination, args.stop_timeout)
+    output = OutputStage(
+        destination,
+        args.stop_timeout,
+        max_batches=args.sending_queue_size,
+        max_bytes=args.sending_queue_max_mb * 1024 * 1024,
+    )
     views: ProcessViews | None = None
     if not args.no_resource_detection:
         views, notes = live_views()

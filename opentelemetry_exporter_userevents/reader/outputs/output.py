@@ -250,7 +250,10 @@ class ExporterOutput:
 
     def use_spool(self, spool: Spool) -> None:
         """Requests the collector may take later go to ``spool`` (:mod:`.spool`), re-sent
-        when it takes one again; only requests the direct senders post can be spooled."""
+        when it takes one again; only requests the direct senders post can be spooled.
+        ``retry_on_failure`` is then the spool's: a request not taken within its timeout is
+        spooled, and the spool re-sent by probes (:mod:`.collector_gate`), none before a
+        delay the collector asked for."""
         senders = [s for s in self._senders() if s is not None]
         if not senders or self.sdk_objects:
             raise ValueError(
@@ -261,6 +264,10 @@ class ExporterOutput:
         self.spool = spool
         for sender in senders:
             sender.spool, sender.gate = spool, self.gate
+            # The spool is the persistent queue, and its probes the retries: a request is
+            # tried within its timeout (the exporter's client's retries), then spooled, so
+            # that the memory queue never fills behind one request's long retry.
+            sender.configure(None, self.throttle)
 
     def _senders(self) -> tuple[direct_sender.DirectSender | None, ...]:
         return (self._direct_spans, self._direct_logs, self._direct_metrics)

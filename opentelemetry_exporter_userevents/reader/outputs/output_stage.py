@@ -4,6 +4,11 @@
 """The output as a stage of its own: a thread that owns the :class:`~.output.Output` and
 calls its ``write`` and ``close``, fed through a :class:`~.bounded_queue.BoundedQueue`.
 
+The queue is the reader's ``sending_queue`` (in memory), bounded in batches and in
+estimated bytes (``--sending-queue-size``, ``--sending-queue-max-mb``); when it is full the
+oldest batches are dropped for the new one, as the Collector keeps the newest, counted
+(``output: queue full (oldest dropped)``).
+
 The read loop hands each batch to :meth:`OutputStage.write`, which never waits: a collector
 that is slow, refuses connections or never answers cannot keep the reader from its buffers
 (or from listening to an app that announces itself). Stopping has a deadline: the stage
@@ -28,7 +33,10 @@ from typing import Any
 from opentelemetry_exporter_userevents.reader.decode.checked_records import CheckedSpan
 from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Telemetry
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint
-from opentelemetry_exporter_userevents.reader.outputs.bounded_queue import BoundedQueue
+from opentelemetry_exporter_userevents.reader.outputs.bounded_queue import (
+    OLDEST_DROPPED,
+    BoundedQueue,
+)
 from opentelemetry_exporter_userevents.reader.outputs.output import Output
 from opentelemetry_exporter_userevents.reader.outputs.sdk_items import is_sdk_log, is_sdk_span
 from opentelemetry_exporter_userevents.reader.outputs.spool import Spool
@@ -50,6 +58,7 @@ SAMPLED_ITEMS = 32
 VALUE_BYTES = 64
 """Estimate of each value in an item (a scalar, a container, an entry of a mapping), to
 which a string's or bytes' length is added."""
+OLDEST_REASON = f"{STAGE}: {OLDEST_DROPPED}"
 NOT_DELIVERED = "stop timeout"
 """Why items counted at stop were not delivered."""
 KINDS = ("spans", "logs", "metric points")
@@ -127,8 +136,12 @@ class OutputStage:
         stop_timeout: float,
         max_batches: int = MAX_QUEUED_BATCHES,
         max_bytes: int = MAX_QUEUED_BYTES,
+        drop_oldest: bool = True,
     ) -> None:
         self.output = output
+        self.drop_oldest = drop_oldest
+        """A full queue drops its oldest batches for the new one (the Collector's sending
+        queue); False: the new one is dropped. Counted either way, by reason."""
         self.stop_timeout = stop_timeout
         self.failed = 0
         """The output's ``failed``, and batches its ``write`` raised for; updated by the
@@ -173,7 +186,16 @@ class OutputStage:
             kinds = Counter(kind_of(item) for item in batch)
             with self._lock:  # counted first: the thread may take it at once
                 self._queued.update(kinds)
-            reason = self.queue.put((batch, kinds), estimated_bytes(batch), self.deadline)
+            size = estimated_bytes(batch)
+            if self.drop_oldest and self.deadline is None:
+                reason, taken = self.queue.put_newest((batch, kinds), size)
+                if taken:
+                    with self._lock:
+                        for _old, old_kinds in taken:
+                            self._queued.subtract(old_kinds)
+                            self.dropped.setdefault(OLDEST_REASON, Counter()).update(old_kinds)
+            else:
+                reason = self.queue.put((batch, kinds), size, self.deadline)
             if reason is not None:
                 with self._lock:
                     self._queued.subtract(kinds)

@@ -139,7 +139,7 @@ def test_gather_takes_the_counts_the_summary_shows():
         def close(self) -> None:
             pass
 
-    stage = OutputStage(Blocked(), 0.1, max_batches=1)
+    stage = OutputStage(Blocked(), 0.1, max_batches=1, drop_oldest=False)
     items = _joined(_span())
     stage.write(items)  # taken by the thread, which sleeps in write
     deadline = time.monotonic() + 2
