@@ -183,6 +183,9 @@ class ExporterOutput:
         """Batches waiting for the output (the output stage's queue sets it): the spool
         drains while there are none."""
         self._not_sent: list[Item] = []
+        self.progress: tuple[Sequence[Item] | None, Counter[str]] = (None, Counter())
+        """The batch being written and its items whose requests ended, by kind (the output
+        stage's kinds); read by the stage when it stops with this batch in flight."""
         from opentelemetry_exporter_userevents.reader.outputs import (  # noqa: PLC0415
             direct_sender,
         )
@@ -201,6 +204,8 @@ class ExporterOutput:
             self.sdk_objects = False
 
     def write(self, items: Sequence[Item]) -> None:
+        written = items
+        self.progress = (written, Counter())
         joined = [i for i in items if type(i) is JoinedRecord]
         if self.spool is not None:
             self._not_sent = list(items)  # spooled at stop, if this write is still under way
@@ -221,8 +226,9 @@ class ExporterOutput:
                     sending = {id(i) for i in records}
                     self._not_sent = [i for i in self._not_sent if id(i) not in sending]
                 self.failed += len(records) if sender is None else sender.send(records)
+                self._ended(written, "spans" if exporter is self.spans else "logs", len(records))
         spans, logs = _split(items)
-        for exporter, batch in ((self.spans, spans), (self.logs, logs)):
+        for kind, exporter, batch in (("spans", self.spans, spans), ("logs", self.logs, logs)):
             if exporter is None or not batch:
                 continue
             try:
@@ -231,6 +237,7 @@ class ExporterOutput:
                 result = None
             if getattr(result, "name", None) != "SUCCESS":
                 self.failed += len(batch)
+            self._ended(written, kind, len(batch))
         points = _metric_points(items)
         self._not_sent = []
         if self._direct_metrics is not None and points:
@@ -242,11 +249,21 @@ class ExporterOutput:
                 result = None
             if getattr(result, "name", None) != "SUCCESS":
                 self.failed += len(points)
+        if points:
+            self._ended(written, "metric points", len(points))
         if self.spool is not None and (
             self.gate.probe_due()
             or (not self.gate.down and any(s is not None and s.taken for s in self._senders()))
         ):
             self._drain()  # the collector takes requests (again), or it is time to ask
+
+    def _ended(self, written: Sequence[Item], kind: str, count: int) -> None:
+        """``count`` items of ``kind`` of the batch being written reached their end (taken,
+        or failed and counted): for the stage's count of a half-sent batch at stop. A new
+        tuple each time: the stopping thread reads it while this one writes."""
+        done = Counter(self.progress[1])
+        done[kind] += count
+        self.progress = (written, done)
 
     def use_spool(self, spool: Spool) -> None:
         """Requests the collector may take later go to ``spool`` (:mod:`.spool`), re-sent

@@ -156,6 +156,8 @@ class OutputStage:
         self._lock = threading.Lock()
         self._queued: Counter[str] = Counter()
         self._in_flight: Counter[str] = Counter()
+        self._in_flight_batch: list[Telemetry] | None = None
+        """The batch in the output's ``write``: its ``progress`` tells what of it ended."""
         self.written: Counter[str] = Counter()
         self.dropped: dict[str, Counter[str]] = {}
         """Items by kind, by ``stage: reason``."""
@@ -222,6 +224,7 @@ class OutputStage:
                     return  # counted as not delivered at stop
                 self._queued.subtract(kinds)
                 self._in_flight = kinds
+                self._in_flight_batch = batch
             try:
                 output.write(batch)
             except Exception:  # noqa: BLE001 - an output that raises loses its batch, counted
@@ -230,6 +233,7 @@ class OutputStage:
                 if self._stopped:
                     return  # the whole batch was counted as not delivered at stop
                 self._in_flight = Counter()
+                self._in_flight_batch = None
                 self.written.update(kinds)
                 self._take_counts(output)
         try:
@@ -299,12 +303,17 @@ class OutputStage:
                 return
             self._stopped = True
             left = Counter(self._in_flight)
+            left.subtract(_finished(self.output, self._in_flight_batch))
             left.update(self._queued)
+            try:  # what the output's senders delivered of the batch in flight counts too
+                self._take_counts(self.output)
+            except Exception:  # noqa: BLE001 - counts of a stuck output: as of its last write
+                pass
             batches = self.queue.take_all()
             self._queued = Counter()
         spooled = self._spool_left([batch for batch, _kinds in batches], deadline)
         with self._lock:
-            self.spooled_at_stop.update(spooled)
+            self.spooled_at_stop.update(+spooled)
             left.subtract(spooled)
             self.not_delivered.update(+left)  # ``failed`` stays as before this batch
 
@@ -400,6 +409,16 @@ def spool_parts(spool: Spool) -> list[str]:
 def _kinds(counts: Counter[str]) -> Counter[str]:
     """The spool's kinds as the summary names them."""
     return Counter({"metric points" if k == "metrics" else k: n for k, n in counts.items()})
+
+
+def _finished(output: Output, batch: list[Telemetry] | None) -> Counter[str]:
+    """Of ``batch``, in the output's ``write``, the items whose requests ended (taken, or
+    failed and counted in ``failed``), by kind: its ``progress``, if it keeps one for that
+    batch (a half-sent batch at stop: its spans taken, its logs not)."""
+    progress = getattr(output, "progress", None)
+    if batch is None or not isinstance(progress, tuple) or progress[0] is not batch:
+        return Counter()
+    return Counter(progress[1])
 
 
 def _failed_by_reason(output: Output) -> Counter[str]:
