@@ -25,7 +25,7 @@ from opentelemetry_exporter_userevents.reader.decode.eventheader_records import 
 )
 from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.reader.live.trace_reader import TraceReader
-from opentelemetry_exporter_userevents.reader.outputs.delivery import RetryOnFailure
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.delivery import RetryOnFailure
 from opentelemetry_exporter_userevents.reader.outputs.output import (
     ExporterOutput,
     OtlpJsonOutput,

@@ -31,9 +31,9 @@ from opentelemetry_exporter_userevents.reader.commands.common import (
 from opentelemetry_exporter_userevents.reader.decode.decoder import TraceRecord
 from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.reader.live.trace_reader import TraceReader
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.output_stage import OutputStage
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.spool import Spool
 from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutput, Output
-from opentelemetry_exporter_userevents.reader.outputs.output_stage import OutputStage
-from opentelemetry_exporter_userevents.reader.outputs.spool import Spool
 from opentelemetry_exporter_userevents.reader.terminal_text import printable
 from opentelemetry_exporter_userevents.reader.views.process_view import ProcessViews, live_views
 from opentelemetry_exporter_userevents.reader.worker_loop import Decoded

@@ -19,12 +19,17 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeAlias
 from opentelemetry_exporter_userevents.reader.decode.checked_records import CheckedLog, CheckedSpan
 from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Telemetry
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint, metrics_data
-from opentelemetry_exporter_userevents.reader.outputs import otlp_json, otlp_json_direct
-from opentelemetry_exporter_userevents.reader.outputs.collector_gate import CollectorGate
-from opentelemetry_exporter_userevents.reader.outputs.delivery import RetryOnFailure, Throttle
-from opentelemetry_exporter_userevents.reader.outputs.grouping import EncodedCache
-from opentelemetry_exporter_userevents.reader.outputs.sdk_items import sdk_spans_and_logs
-from opentelemetry_exporter_userevents.reader.outputs.spool import Spool
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.collector_gate import (
+    CollectorGate,
+)
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.delivery import (
+    RetryOnFailure,
+    Throttle,
+)
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.spool import Spool
+from opentelemetry_exporter_userevents.reader.outputs.exporters import otlp_json, otlp_json_direct
+from opentelemetry_exporter_userevents.reader.outputs.exporters.grouping import EncodedCache
+from opentelemetry_exporter_userevents.reader.outputs.exporters.sdk_items import sdk_spans_and_logs
 
 DEFAULT_RETRY = RetryOnFailure()
 """The Collector's ``retry_on_failure`` defaults."""
@@ -33,7 +38,7 @@ if TYPE_CHECKING:  # the tree view, the exporters and the SDK are imported when 
     from opentelemetry.sdk._logs import ReadableLogRecord
     from opentelemetry.sdk.trace import ReadableSpan
 
-    from opentelemetry_exporter_userevents.reader.outputs import direct_sender
+    from opentelemetry_exporter_userevents.reader.outputs.exporters import direct_sender
 
 
 class Output(Protocol):
@@ -121,7 +126,7 @@ class TreeOutput:
     """The tree view, of spans and logs built into SDK objects (:mod:`.sdk_objects`)."""
 
     def __init__(self, out: TextIO) -> None:
-        from opentelemetry_exporter_userevents.reader.outputs.tree_view import (  # noqa: PLC0415
+        from opentelemetry_exporter_userevents.reader.outputs.exporters.tree_view import (  # noqa: PLC0415
             TreeView,
         )
 
@@ -186,7 +191,7 @@ class ExporterOutput:
         self.progress: tuple[Sequence[Item] | None, Counter[str]] = (None, Counter())
         """The batch being written and its items whose requests ended, by kind (the output
         stage's kinds); read by the stage when it stops with this batch in flight."""
-        from opentelemetry_exporter_userevents.reader.outputs import (  # noqa: PLC0415
+        from opentelemetry_exporter_userevents.reader.outputs.exporters import (  # noqa: PLC0415
             direct_sender,
         )
 
@@ -357,7 +362,7 @@ class ExporterOutput:
     def failed_by_reason(self) -> Counter[str]:
         """Records the direct senders did not deliver, by why (on the output's thread): the
         most common :data:`~.direct_sender.MAX_REASONS` reasons, the rest together."""
-        from opentelemetry_exporter_userevents.reader.outputs import (  # noqa: PLC0415
+        from opentelemetry_exporter_userevents.reader.outputs.exporters import (  # noqa: PLC0415
             direct_sender,
         )
 
@@ -397,7 +402,7 @@ class ExporterOutput:
 
 def _sdk_objects(items: Sequence[Item]) -> tuple[list[Any], int]:
     """:func:`.sdk_objects.sdk_objects`, imported with the SDK by the outputs that need it."""
-    from opentelemetry_exporter_userevents.reader.outputs.sdk_objects import (  # noqa: PLC0415
+    from opentelemetry_exporter_userevents.reader.outputs.exporters.sdk_objects import (  # noqa: PLC0415
         sdk_objects,
     )
 

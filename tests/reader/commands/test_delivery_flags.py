@@ -11,8 +11,8 @@ import pytest
 
 from opentelemetry_exporter_userevents.reader import cli
 from opentelemetry_exporter_userevents.reader.commands.common import retry_on_failure_of
-from opentelemetry_exporter_userevents.reader.outputs import delivery, output_stage
-from opentelemetry_exporter_userevents.reader.outputs.delivery import RetryOnFailure
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper import delivery, output_stage
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.delivery import RetryOnFailure
 
 
 def test_the_defaults_are_the_collectors_and_agree_with_the_stage() -> None:

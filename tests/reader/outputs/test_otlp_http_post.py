@@ -17,14 +17,14 @@ import pytest
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 
 from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord  # noqa: E402
-from opentelemetry_exporter_userevents.reader.outputs.otlp_http_post import (  # noqa: E402
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.output_stage import (  # noqa: E402
+    OutputStage,
+)
+from opentelemetry_exporter_userevents.reader.outputs.exporters.otlp_http_post import (  # noqa: E402
     MAX_RESPONSE_BODY,
     _retry_after,
 )
 from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutput  # noqa: E402
-from opentelemetry_exporter_userevents.reader.outputs.output_stage import (  # noqa: E402
-    OutputStage,
-)
 from tests.reader.outputs.test_otlp_http_output import _records  # noqa: E402
 from tests.support.raw_collector import RawServer  # noqa: E402
 

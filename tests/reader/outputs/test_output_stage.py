@@ -16,8 +16,8 @@ import pytest
 
 from opentelemetry_exporter_userevents.reader.commands.record import _Parallel
 from opentelemetry_exporter_userevents.reader.join.rebuild import Telemetry
-from opentelemetry_exporter_userevents.reader.outputs import output_stage
-from opentelemetry_exporter_userevents.reader.outputs.output_stage import (
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper import output_stage
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.output_stage import (
     MAX_BATCH_ITEMS,
     OutputStage,
     estimated_bytes,

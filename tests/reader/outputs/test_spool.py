@@ -28,18 +28,18 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
     ExportTraceServiceRequest,
 )
 
-from opentelemetry_exporter_userevents.reader.outputs import output_stage  # noqa: E402
-from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutput  # noqa: E402
-from opentelemetry_exporter_userevents.reader.outputs.output_stage import (  # noqa: E402
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper import output_stage  # noqa: E402
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.output_stage import (  # noqa: E402
     OutputStage,
 )
-from opentelemetry_exporter_userevents.reader.outputs.spool import (  # noqa: E402
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.spool import (  # noqa: E402
     HEADER,
     MAGIC,
     MAX_SEGMENT,
     Spool,
     SpoolError,
 )
+from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutput  # noqa: E402
 from tests.reader.outputs.test_otlp_http_output import _records  # noqa: E402
 from tests.support.kernel_support import wait_until  # noqa: E402
 from tests.support.raw_collector import RawServer  # noqa: E402
@@ -294,7 +294,9 @@ def test_a_segment_that_cannot_be_written_is_counted_and_leaves_nothing(
 def test_a_spool_of_many_tiny_segments_is_held_to_its_bound(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from opentelemetry_exporter_userevents.reader.outputs import spool as spool_module  # noqa: PLC0415
+    from opentelemetry_exporter_userevents.reader.outputs.exporterhelper import (  # noqa: PLC0415
+        spool as spool_module,
+    )
 
     monkeypatch.setattr(spool_module, "MAX_SEGMENTS", 8)
     directory = tmp_path / "spool"

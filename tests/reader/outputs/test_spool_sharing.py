@@ -22,8 +22,12 @@ from typing import Any
 
 import pytest
 
-from opentelemetry_exporter_userevents.reader.outputs import spool as spool_module
-from opentelemetry_exporter_userevents.reader.outputs.spool import HEADER, MAGIC, Spool
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper import spool as spool_module
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.spool import (
+    HEADER,
+    MAGIC,
+    Spool,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -90,7 +94,8 @@ def test_a_killed_reader_s_lock_is_free_and_its_segments_taken_over(tmp_path: Pa
             sys.executable,
             "-c",
             "import sys, time\n"
-            "from opentelemetry_exporter_userevents.reader.outputs.spool import Spool\n"
+            "from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.spool"
+            " import Spool\n"
             "s = Spool(sys.argv[1], 1 << 20)\n"
             "assert s.put('logs', 7, b'killed')\n"
             "print('ready', flush=True)\n"

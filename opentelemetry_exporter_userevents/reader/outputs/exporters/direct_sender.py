@@ -33,15 +33,20 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint, metrics_data
-from opentelemetry_exporter_userevents.reader.outputs import otlp_http_output, otlp_proto_direct
-from opentelemetry_exporter_userevents.reader.outputs.collector_gate import CollectorGate
-from opentelemetry_exporter_userevents.reader.outputs.delivery import (
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.collector_gate import (
+    CollectorGate,
+)
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.delivery import (
     Delivery,
     RetryOnFailure,
     Throttle,
 )
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.spool import Segment, Spool
+from opentelemetry_exporter_userevents.reader.outputs.exporters import (
+    otlp_http_output,
+    otlp_proto_direct,
+)
 from opentelemetry_exporter_userevents.reader.outputs.health_metrics import Durations, error_type
-from opentelemetry_exporter_userevents.reader.outputs.spool import Segment, Spool
 
 _logger = logging.getLogger(__name__)
 
@@ -232,7 +237,7 @@ def direct_sender(exporter: Any, kind: str) -> DirectSender | None:
         poster = otlp_http_output.poster_like_client(getattr(exporter, "_client", None), kind)
         max_request_size = getattr(exporter, "_max_request_size", _DEFAULT_MAX_REQUEST_SIZE)
     elif type(exporter).__module__ == f"{_GRPC}.{module}":
-        from opentelemetry_exporter_userevents.reader.outputs import (  # noqa: PLC0415
+        from opentelemetry_exporter_userevents.reader.outputs.exporters import (  # noqa: PLC0415
             otlp_grpc_post,  # grpcio, the grpc extra's: imported for this exporter only
         )
 

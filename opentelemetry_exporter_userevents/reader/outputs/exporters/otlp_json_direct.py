@@ -50,7 +50,7 @@ from opentelemetry_exporter_userevents.reader.decode.checked_records import (
 )
 from opentelemetry_exporter_userevents.reader.decode.joinable import EncodedRecord
 from opentelemetry_exporter_userevents.reader.join.joined_record import JoinedRecord
-from opentelemetry_exporter_userevents.reader.outputs.grouping import (
+from opentelemetry_exporter_userevents.reader.outputs.exporters.grouping import (
     EncodedCache,
     Unrepresentable,
     grouped,

@@ -40,7 +40,7 @@ from email.utils import parsedate_to_datetime
 from typing import NamedTuple
 from urllib.parse import urlsplit
 
-from opentelemetry_exporter_userevents.reader.outputs.delivery import (
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.delivery import (
     DEADLINE,
     Delivery,
     Retry,

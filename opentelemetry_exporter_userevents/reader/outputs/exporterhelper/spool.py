@@ -70,87 +70,45 @@ ones: a new batch goes first, then the spool drains.
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import os
-import re
-import secrets
 import stat
-import struct
 import threading
 import time
 import zlib
 from collections import Counter, deque
-from typing import NamedTuple
 
-MAGIC = b"OTUSPOOL"
-VERSION = 1
-HEADER = struct.Struct("<8sBBHIII")
-"""magic, version, kind, reserved (0), records, payload length, CRC-32 of the payload."""
-KINDS = {1: "spans", 2: "logs", 3: "metrics"}
-KIND_CODES = {kind: code for code, kind in KINDS.items()}
-MAX_SEGMENT = 64 * 1024 * 1024 + HEADER.size
-"""Bytes of a segment at most: the exporter's default ``max_request_size``, and its header."""
-MAX_SEGMENTS = 65536
-"""Segments held at most (the reader keeps each one's name and size in memory, in order);
-past it, the oldest are dropped as when the bytes' bound is reached."""
-MAX_NAMESPACES = 64
-"""Other readers' namespaces looked at in one round (a DaemonSet's rolling updates leave
-one or two)."""
-MAX_SCANNED = 4096
-"""Names of DIR looked at in one round, at most."""
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.spool_files import (
+    FULL,
+    HEADER,
+    KIND_CODES,
+    MAGIC,
+    MAX_SEGMENT,
+    MAX_SEGMENTS,
+    NAME,
+    TEMPORARY,
+    VERSION,
+    Entry,
+    Key,
+    Namespace,
+    Segment,
+    SpoolError,
+    fsync_quietly,
+    legacy_namespace,
+    namespace_names,
+    new_namespace,
+    open_namespace,
+    private_directory,
+    read_header,
+    read_segment,
+    retire_namespace,
+    unlink_quietly,
+    write_file,
+)
+
+__all__ = ["HEADER", "MAGIC", "MAX_SEGMENT", "MAX_SEGMENTS", "Segment", "Spool", "SpoolError"]
+
 ADOPT_SECONDS = 5.0
 """While draining, how often a reader looks for namespaces whose reader exited."""
-PREFIX = "reader-"
-LOCK = "lock"
-LEGACY_LOCK = ".legacy.lock"
-_NAME = re.compile(r"^([0-9]{16,20})\.seg$")
-_TEMPORARY = re.compile(r"^\.([0-9]{16,20})\.seg\.tmp$")
-_NAMESPACE = re.compile(r"^reader-[0-9a-f]{16}$")
-_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
-_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-
-
-class SpoolError(OSError):
-    """DIR cannot be used privately; the message says why."""
-
-
-class Segment(NamedTuple):
-    number: int
-    kind: str
-    records: int
-    payload: bytes
-    namespace: str = ""
-    """The namespace (sub-directory) it was read from; ``""`` for DIR itself (legacy)."""
-    name: str = ""
-
-
-class _Namespace:
-    """One reader's sub-directory, whose lock this reader holds."""
-
-    def __init__(self, name: str, fd: int, lock_fd: int, own: bool) -> None:
-        self.name = name
-        self.fd = fd
-        self.lock_fd = lock_fd
-        self.own = own
-        self.live = 0
-        """Its segments in the index."""
-        self.next = 1
-        """The number of its next segment (this reader's own namespace)."""
-        self.retired = False
-
-
-class _Entry(NamedTuple):
-    namespace: _Namespace
-    name: str
-    number: int
-    size: int
-    kind: str | None
-    """None until its header is read (a segment taken over)."""
-    records: int
-
-
-_Key = tuple[str, str]
 
 
 class Spool:
@@ -176,17 +134,18 @@ class Spool:
         drop, an I/O error)."""
         self.taken_over = 0
         """Segments found in namespaces of readers that exited (at start or since)."""
-        self._live: dict[_Key, _Entry] = {}
-        self._order: deque[_Key] = deque()
-        self._held: _Key | None = None
+        self._live: dict[Key, Entry] = {}
+        self._order: deque[Key] = deque()
+        self._held: Key | None = None
         """The segment :meth:`oldest` returned, being re-sent: never dropped meanwhile."""
         self._bytes = 0
         self._abandoned = False
-        self._namespaces: dict[str, _Namespace] = {}
+        self._namespaces: dict[str, Namespace] = {}
         self._next_adopt = 0.0
-        _private_directory(directory)
+        private_directory(directory)
         self._fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        self._own = self._new_namespace()
+        self._own = new_namespace(self._fd, directory)
+        self._namespaces[self._own.name] = self._own
         self._take_over_legacy()
         self.adopt()
         victims = self._victims(0)
@@ -194,62 +153,19 @@ class Spool:
 
     # -- namespaces ---------------------------------------------------------------------
 
-    def _new_namespace(self) -> _Namespace:
-        """This reader's own sub-directory, created and locked."""
-        while True:
-            name = PREFIX + secrets.token_hex(8)
-            try:
-                os.mkdir(name, 0o700, dir_fd=self._fd)
-                break
-            except FileExistsError:
-                continue
-        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     dir_fd=self._fd)  # fmt: skip
-        lock_fd = _lock_file(fd, LOCK)
-        if lock_fd is None:  # not reached: a directory just made, this reader's
-            os.close(fd)
-            raise SpoolError(f"--spool {self.directory}: cannot lock {name}/{LOCK}")
-        _fsync(self._fd)
-        namespace = _Namespace(name, fd, lock_fd, own=True)
-        self._namespaces[name] = namespace
-        return namespace
-
     def _take_over_legacy(self) -> None:
         """Segments of the version before, in DIR itself, under DIR's legacy lock."""
-        scanned = 0
-        with os.scandir(self._fd) as entries:
-            for entry in entries:
-                if _NAME.match(entry.name) or _TEMPORARY.match(entry.name):
-                    break
-                scanned += 1
-                if scanned > MAX_SCANNED:
-                    return
-            else:
-                return  # none: no lock file is made
-        lock_fd = _lock_file(self._fd, LEGACY_LOCK)
-        if lock_fd is None:
-            return  # another reader of this version takes them
-        namespace = _Namespace("", os.dup(self._fd), lock_fd, own=False)
-        found = self._list(namespace)
-        self._adopted(namespace, found)
+        namespace = legacy_namespace(self._fd)
+        if namespace is not None:
+            self._adopted(namespace, self._list(namespace))
 
     def adopt(self) -> int:
         """Take over the namespaces of readers that exited (their lock free): their segments
         go first in the index. How many segments were taken over (never raises)."""
         self._next_adopt = time.monotonic() + ADOPT_SECONDS
         taken = 0
-        candidates: list[str] = []
-        try:
-            with os.scandir(self._fd) as entries:
-                for scanned, entry in enumerate(entries):
-                    if scanned >= MAX_SCANNED or len(candidates) >= MAX_NAMESPACES:
-                        break
-                    if _NAMESPACE.match(entry.name) and entry.name not in self._namespaces:
-                        candidates.append(entry.name)
-        except OSError:
-            return 0
-        for name in candidates:
-            namespace = self._open_namespace(name)
+        for name in namespace_names(self._fd, self._namespaces):
+            namespace = open_namespace(self._fd, name)
             if namespace is None:
                 continue
             found = self._list(namespace)
@@ -257,29 +173,7 @@ class Spool:
             self._adopted(namespace, found)
         return taken
 
-    def _open_namespace(self, name: str) -> _Namespace | None:
-        """Another reader's namespace, locked by this one; None if its reader still runs,
-        or it is not a directory of this user's."""
-        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-        try:
-            fd = os.open(name, flags, dir_fd=self._fd)
-        except OSError:
-            return None
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
-                os.close(fd)
-                return None
-            lock_fd = _lock_file(fd, LOCK)
-        except OSError:
-            os.close(fd)
-            return None
-        if lock_fd is None:
-            os.close(fd)
-            return None  # its reader runs: it drains its own
-        return _Namespace(name, fd, lock_fd, own=False)
-
-    def _list(self, namespace: _Namespace) -> list[tuple[int, str, int]]:
+    def _list(self, namespace: Namespace) -> list[tuple[int, str, int]]:
         """A namespace's segments (number, name, size), oldest first; damaged ones and a
         killed writer's temporary files deleted; at most :data:`MAX_SEGMENTS`, the oldest
         past that dropped."""
@@ -289,10 +183,10 @@ class Spool:
             with os.scandir(namespace.fd) as entries:
                 for entry in entries:
                     name = entry.name
-                    if _TEMPORARY.match(name):
-                        _unlink(namespace.fd, name)  # a killed writer's, never renamed
+                    if TEMPORARY.match(name):
+                        unlink_quietly(namespace.fd, name)  # a killed writer's, never renamed
                         continue
-                    match = _NAME.match(name)
+                    match = NAME.match(name)
                     if match is None:
                         continue
                     try:
@@ -312,30 +206,30 @@ class Spool:
         except OSError:
             pass
         for name in damaged:
-            _unlink(namespace.fd, name)
+            unlink_quietly(namespace.fd, name)
         with self._lock:
             self.damaged += len(damaged)
         found.sort()
         return found
 
-    def _drop_listed(self, namespace: _Namespace, listed: list[tuple[int, str, int]]) -> None:
+    def _drop_listed(self, namespace: Namespace, listed: list[tuple[int, str, int]]) -> None:
         for _number, name, _size in listed:
-            kind, records = _header(namespace.fd, name)
-            _unlink(namespace.fd, name)
+            kind, records = read_header(namespace.fd, name)
+            unlink_quietly(namespace.fd, name)
             with self._lock:
                 if kind is None:
                     self.damaged += 1
                 else:
                     self.dropped[kind] += records
 
-    def _adopted(self, namespace: _Namespace, found: list[tuple[int, str, int]]) -> None:
+    def _adopted(self, namespace: Namespace, found: list[tuple[int, str, int]]) -> None:
         """``found`` put first in the index (older than this reader's own), then the bounds
         applied."""
         keys = [(namespace.name, name) for _number, name, _size in found]
         with self._lock:
             self._namespaces[namespace.name] = namespace
             for (number, name, size), key in zip(found, keys, strict=True):
-                self._live[key] = _Entry(namespace, name, number, size, None, 0)
+                self._live[key] = Entry(namespace, name, number, size, None, 0)
                 self._bytes += size
             namespace.live += len(found)
             self.taken_over += len(found)
@@ -346,7 +240,7 @@ class Spool:
         if retire:
             self._retire(namespace)
 
-    def _retiring(self, namespace: _Namespace) -> bool:
+    def _retiring(self, namespace: Namespace) -> bool:
         """Whether an emptied namespace taken over is to be removed (with the lock held)."""
         if namespace.own or namespace.live or namespace.retired:
             return False
@@ -354,18 +248,8 @@ class Spool:
         self._namespaces.pop(namespace.name, None)
         return True
 
-    def _retire(self, namespace: _Namespace) -> None:
-        """An emptied namespace removed, then its lock released."""
-        if namespace.name:
-            _unlink(namespace.fd, LOCK)
-            try:
-                os.rmdir(namespace.name, dir_fd=self._fd)
-            except OSError:
-                pass  # something else in it: left
-        else:
-            _unlink(self._fd, LEGACY_LOCK)
-        os.close(namespace.fd)
-        os.close(namespace.lock_fd)
+    def _retire(self, namespace: Namespace) -> None:
+        retire_namespace(self._fd, namespace)
 
     # -- the queue ----------------------------------------------------------------------
 
@@ -394,11 +278,11 @@ class Spool:
         try:
             while True:
                 try:
-                    _write_file(own.fd, temporary, header + payload)
+                    write_file(own.fd, temporary, header + payload)
                     break
                 except OSError as error:
-                    _unlink(own.fd, temporary)
-                    if error.errno not in _FULL:
+                    unlink_quietly(own.fd, temporary)
+                    if error.errno not in FULL:
                         raise
                     with self._lock:  # the disk is full: the oldest go first
                         victims = self._victims(size, one=True)
@@ -408,23 +292,23 @@ class Spool:
             with self._lock:
                 abandoned = self._abandoned
             if abandoned:  # the stop gave up on it: not put in place, counted by the stop
-                _unlink(own.fd, temporary)
+                unlink_quietly(own.fd, temporary)
                 with self._lock:
                     self._bytes -= size
                 return False
             os.rename(temporary, name, src_dir_fd=own.fd, dst_dir_fd=own.fd)
             written = True
-            _fsync(own.fd)
+            fsync_quietly(own.fd)
         except OSError:
             if not written:
-                _unlink(own.fd, temporary)
+                unlink_quietly(own.fd, temporary)
                 with self._lock:
                     self._bytes -= size
                     self.unwritten[kind] += records
                 return False
         key = (own.name, name)
         with self._lock:
-            self._live[key] = _Entry(own, name, number, size, kind, records)
+            self._live[key] = Entry(own, name, number, size, kind, records)
             self._order.append(key)
             own.live += 1
             self.spooled[kind] += records
@@ -443,7 +327,7 @@ class Spool:
                     return None
                 entry = self._live[key]
                 self._held = key
-            segment = _read(entry)
+            segment = read_segment(entry)
             if segment is not None:
                 return segment
             with self._lock:
@@ -454,7 +338,7 @@ class Spool:
                 self.damaged += 1
                 self._held = None
                 retire = self._retiring(entry.namespace)
-            _unlink(entry.namespace.fd, entry.name)
+            unlink_quietly(entry.namespace.fd, entry.name)
             if retire:
                 self._retire(entry.namespace)
 
@@ -473,11 +357,11 @@ class Spool:
             retire = entry is not None and self._retiring(entry.namespace)
         if entry is None:
             return
-        _unlink(entry.namespace.fd, entry.name)
+        unlink_quietly(entry.namespace.fd, entry.name)
         if retire:
             self._retire(entry.namespace)  # the namespace removed: as durable
         else:
-            _fsync(entry.namespace.fd)
+            fsync_quietly(entry.namespace.fd)
 
     def abandon(self) -> None:
         """The stop has given up waiting: puts still under way are not put in place (and
@@ -516,19 +400,19 @@ class Spool:
             os.close(namespace.lock_fd)
         os.close(self._fd)
 
-    def _head(self) -> _Key | None:
+    def _head(self) -> Key | None:
         """The oldest key in the index (with the lock held); keys no longer live skipped."""
         order, live = self._order, self._live
         while order and order[0] not in live:
             order.popleft()
         return order[0] if order else None
 
-    def _victims(self, size: int, one: bool = False) -> list[_Entry]:
+    def _victims(self, size: int, one: bool = False) -> list[Entry]:
         """With the lock held: the oldest entries taken out of the index to make room for
         ``size`` bytes (or ``one`` of them: the disk is full), never the one being
         re-sent; deleted and counted by :meth:`_drop`, outside the lock."""
-        victims: list[_Entry] = []
-        held: list[_Key] = []
+        victims: list[Entry] = []
+        held: list[Key] = []
         order, live = self._order, self._live
         while order and (
             (one and not victims)
@@ -549,14 +433,14 @@ class Spool:
         order.extendleft(held)
         return victims
 
-    def _drop(self, victims: list[_Entry]) -> None:
+    def _drop(self, victims: list[Entry]) -> None:
         """Entries taken out of the index: deleted and counted as dropped (outside the
         lock: a header of a segment taken over is read for its records)."""
         for entry in victims:
             kind, records = entry.kind, entry.records
             if kind is None:
-                kind, records = _header(entry.namespace.fd, entry.name)
-            _unlink(entry.namespace.fd, entry.name)
+                kind, records = read_header(entry.namespace.fd, entry.name)
+            unlink_quietly(entry.namespace.fd, entry.name)
             with self._lock:
                 if kind is None:
                     self.damaged += 1
@@ -565,124 +449,3 @@ class Spool:
                 retire = self._retiring(entry.namespace)
             if retire:
                 self._retire(entry.namespace)
-
-
-def _read(entry: _Entry) -> Segment | None:
-    """The segment, if its header, length and checksum hold; read within its size."""
-    try:
-        fd = os.open(entry.name, _READ, dir_fd=entry.namespace.fd)
-    except OSError:
-        return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or not HEADER.size <= info.st_size <= MAX_SEGMENT:
-            return None
-        data = _read_at_most(fd, info.st_size)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    if len(data) != info.st_size:
-        return None
-    magic, version, code, reserved, records, length, crc = HEADER.unpack_from(data)
-    payload = data[HEADER.size :]
-    if (
-        magic != MAGIC
-        or version != VERSION
-        or code not in KINDS
-        or reserved != 0
-        or length != len(payload)
-        or zlib.crc32(payload) != crc
-    ):
-        return None
-    return Segment(entry.number, KINDS[code], records, payload, entry.namespace.name, entry.name)
-
-
-def _header(directory: int, name: str) -> tuple[str | None, int]:
-    """The kind and records a segment's header says (checked; not its payload)."""
-    try:
-        fd = os.open(name, _READ, dir_fd=directory)
-    except OSError:
-        return None, 0
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None, 0
-        data = _read_at_most(fd, HEADER.size)
-    except OSError:
-        return None, 0
-    finally:
-        os.close(fd)
-    if len(data) != HEADER.size:
-        return None, 0
-    magic, version, code, _reserved, records, _length, _crc = HEADER.unpack(data)
-    if magic != MAGIC or version != VERSION or code not in KINDS:
-        return None, 0
-    return KINDS[code], records
-
-
-def _write_file(directory: int, name: str, data: bytes) -> None:
-    """``data`` written whole to a new file ``name`` (0600) and ``fsync``-ed."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(name, flags, 0o600, dir_fd=directory)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _lock_file(directory: int, name: str) -> int | None:
-    """``name`` in ``directory`` opened (made, 0600, if missing) and locked exclusively,
-    without waiting; None if another process holds it."""
-    fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                 dir_fd=directory)  # fmt: skip
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return None
-    return fd
-
-
-def _fsync(fd: int) -> None:
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-
-
-def _read_at_most(fd: int, size: int) -> bytes:
-    chunks = []
-    left = size
-    while left > 0:
-        chunk = os.read(fd, min(left, 1 << 20))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
-
-
-def _unlink(directory: int, name: str) -> None:
-    try:
-        os.unlink(name, dir_fd=directory)
-    except OSError:
-        pass
-
-
-def _private_directory(directory: str) -> None:
-    """``directory`` made (0700), or checked: a directory, not a symlink, the reader's own;
-    then made 0700."""
-    try:
-        os.mkdir(directory, 0o700)
-    except FileExistsError:
-        pass
-    info = os.lstat(directory)
-    if not stat.S_ISDIR(info.st_mode):
-        raise SpoolError(f"--spool {directory}: not a directory (a symlink is not followed)")
-    if info.st_uid != os.geteuid():
-        raise SpoolError(f"--spool {directory}: owned by uid {info.st_uid}, not by this user")
-    if stat.S_IMODE(info.st_mode) != 0o700:
-        os.chmod(directory, 0o700, follow_symlinks=False)

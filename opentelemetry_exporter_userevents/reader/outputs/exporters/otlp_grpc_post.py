@@ -45,7 +45,7 @@ from typing import Any
 
 import grpc  # type: ignore[import-untyped]
 
-from opentelemetry_exporter_userevents.reader.outputs.delivery import (
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.delivery import (
     DEADLINE,
     Delivery,
     Retry,

@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from opentelemetry_exporter_userevents.reader.outputs.delivery import Throttle
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.delivery import Throttle
 
 FIRST_PROBE = 1.0
 """Seconds from the collector marked down to the first probe."""

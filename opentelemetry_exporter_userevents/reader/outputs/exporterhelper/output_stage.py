@@ -33,13 +33,16 @@ from typing import Any
 from opentelemetry_exporter_userevents.reader.decode.checked_records import CheckedSpan
 from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Telemetry
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint
-from opentelemetry_exporter_userevents.reader.outputs.bounded_queue import (
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.bounded_queue import (
     OLDEST_DROPPED,
     BoundedQueue,
 )
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.spool import Spool
+from opentelemetry_exporter_userevents.reader.outputs.exporters.sdk_items import (
+    is_sdk_log,
+    is_sdk_span,
+)
 from opentelemetry_exporter_userevents.reader.outputs.output import Output
-from opentelemetry_exporter_userevents.reader.outputs.sdk_items import is_sdk_log, is_sdk_span
-from opentelemetry_exporter_userevents.reader.outputs.spool import Spool
 
 STAGE = "output"
 MAX_QUEUED_BATCHES = 256
