@@ -47,12 +47,12 @@ from benchmarks.reader_capture import (  # noqa: E402
 from opentelemetry_exporter_userevents.abi import parse_format  # noqa: E402
 from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder  # noqa: E402
 from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder  # noqa: E402
+from opentelemetry_exporter_userevents.reader.outputs.exporters.sdk_objects import sdk_objects  # noqa: E402
 from opentelemetry_exporter_userevents.reader.outputs.output import (  # noqa: E402
     OtlpJsonOutput,
     Output,
     TreeOutput,
 )
-from opentelemetry_exporter_userevents.reader.outputs.sdk_objects import sdk_objects  # noqa: E402
 from opentelemetry_exporter_userevents.reader.pipeline.worker_pool import WorkerPool  # noqa: E402
 
 PATHS = {

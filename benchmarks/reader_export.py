@@ -16,8 +16,9 @@ process pinned to the other core, that reads each body and answers 200 with an e
 response), read after read as ``record`` runs (100 pages a read, about 1,000 spans: one
 request per read and signal), both ways side by side in each round:
 
-- ``direct``: checked records to request bytes (``reader/outputs/otlp_proto_direct.py``) posted by
-  the OTLP/HTTP exporter's own client (``reader/outputs/otlp_http_output.py``): the reader now;
+- ``direct``: checked records to request bytes
+  (``reader/outputs/exporters/otlp_proto_direct.py``) posted by the OTLP/HTTP exporter's own
+  client (``reader/outputs/exporters/otlp_http_output.py``): the reader now;
 - ``sdk``: SDK objects handed to ``OTLPSpanExporter``/``OTLPLogExporter.export`` (the OTLP
   encoder, protobuf, the same client): the reader before.
 

@@ -94,7 +94,8 @@ READER_STAGES: dict[str, set[str]] = {
     "commands": {"decode", "live", "capture", "views", "join", "outputs", "hist", "pipeline"},
     "stop_early": set(),
     "options": {"views", "commands"},
-    "cli": {"commands", "pipeline", "stop_early", "options"},
+    "delivery_flags": {"options"},
+    "cli": {"commands", "pipeline", "stop_early", "options", "delivery_flags"},
     "entry_point": {"stop_early", "cli"},
     "__init__": {"decode", "live", "join"},
 }

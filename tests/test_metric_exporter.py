@@ -37,7 +37,7 @@ from opentelemetry_exporter_userevents._export.metric_encoder import encode_poin
 from opentelemetry_exporter_userevents.metric_exporter import data_points
 from opentelemetry_exporter_userevents.reader.decode.decoder import TraceRecord
 from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
-from opentelemetry_exporter_userevents.reader.outputs import otlp_json
+from opentelemetry_exporter_userevents.reader.outputs.exporters import otlp_json
 from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutput, TreeOutput
 from opentelemetry_exporter_userevents.record import anyvalue, tracepoints
 from opentelemetry_exporter_userevents.record import metric_values as mv

@@ -22,7 +22,7 @@ from opentelemetry.sdk._logs._internal import std_to_otel
 import opentelemetry_exporter_userevents
 from opentelemetry_exporter_userevents.configurator import _SDK_VARIABLE_WARNING
 from opentelemetry_exporter_userevents.logging_handler import severity_of_level
-from opentelemetry_exporter_userevents.reader.outputs import direct_sender
+from opentelemetry_exporter_userevents.reader.outputs.exporters import direct_sender
 
 
 def test_the_handlers_level_mapping_is_the_sdk_handlers():
@@ -104,9 +104,9 @@ def test_the_package_names_no_other_private_sdk_module_attribute():
 
 def test_the_otlp_http_exporters_client_keeps_its_request_configuration():
     """``--exporter otlp_proto_http`` posts bytes made straight from checked records as the
-    exporter's client would post them (reader/outputs/otlp_http_output.py): to the client's
-    ``_endpoint``, with its ``_headers``, ``_compression`` and ``_timeout``, and honours the
-    exporter's ``_max_request_size`` (and, for metric points, leaves the exporter's
+    exporter's client would post them (reader/outputs/exporters/otlp_http_output.py): to the
+    client's ``_endpoint``, with its ``_headers``, ``_compression`` and ``_timeout``, and
+    honours the exporter's ``_max_request_size`` (and, for metric points, leaves the exporter's
     ``export`` to split requests where ``_max_export_batch_size`` is set): no public
     attribute says what the client posts. Where
     the names are missing, the reader falls back to SDK objects; this check fails so that the
@@ -160,7 +160,7 @@ def test_the_otlp_http_exporters_client_keeps_its_request_configuration():
 
 def test_the_otlp_grpc_exporters_keep_their_channel_configuration():
     """``--exporter otlp_proto_grpc`` sends bytes made straight from checked records on a
-    channel made as the exporter makes its own (reader/outputs/otlp_grpc_post.py): its
+    channel made as the exporter makes its own (reader/outputs/exporters/otlp_grpc_post.py): its
     ``_endpoint``, ``_insecure``, ``_credentials``, ``_channel_options`` and
     ``_compression``, its ``_headers`` as metadata, its ``_timeout``, and its
     ``_retryable_error_codes``. Where the names are missing the reader falls back to SDK
@@ -170,7 +170,7 @@ def test_the_otlp_grpc_exporters_keep_their_channel_configuration():
     trace_exporter = pytest.importorskip("opentelemetry.exporter.otlp.proto.grpc.trace_exporter")
     log_exporter = pytest.importorskip("opentelemetry.exporter.otlp.proto.grpc._log_exporter")
     metric_exporter = pytest.importorskip("opentelemetry.exporter.otlp.proto.grpc.metric_exporter")
-    from opentelemetry_exporter_userevents.reader.outputs import otlp_grpc_post  # noqa: PLC0415
+    from opentelemetry_exporter_userevents.reader.outputs.exporters import otlp_grpc_post  # noqa: PLC0415
 
     source = inspect.getsource(base.OTLPExporterMixin)
     for used in (

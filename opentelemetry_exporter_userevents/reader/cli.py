@@ -23,6 +23,7 @@ from opentelemetry_exporter_userevents.environment_variables import (
     OTEL_EXPORTER_USER_EVENTS_PREFIX,
 )
 from opentelemetry_exporter_userevents.reader import options
+from opentelemetry_exporter_userevents.reader.delivery_flags import add_delivery_flags
 from opentelemetry_exporter_userevents.reader.pipeline.worker_count import (
     MAX_DEFAULT_WORKERS,
     default_workers,
@@ -289,6 +290,7 @@ def parser() -> argparse.ArgumentParser:
         "30-s stop timeout), then count what was not delivered and exit, even if the output "
         "is stuck",
     )
+    add_delivery_flags(rec)
     rec.add_argument(
         "--spool",
         metavar="DIR",

@@ -65,6 +65,22 @@ def milliseconds(text: str) -> float:
     return number
 
 
+def boolean(text: str) -> bool:
+    """``true`` or ``false``, as the Collector's settings are written."""
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"{text!r}: true or false")
+    return value == "true"
+
+
+def multiplier(text: str) -> float:
+    """A backoff's multiplier: 1 or more."""
+    number = _number(text, float, "a number, 1 or more")
+    if not 1 <= number < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: a number, 1 or more")
+    return number
+
+
 def kernel_groups(text: str) -> str:
     """``--kernel``'s groups, checked now (the modules that read them load later)."""
     from opentelemetry_exporter_userevents.reader.views.kernel_groups import (  # noqa: PLC0415

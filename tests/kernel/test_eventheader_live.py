@@ -19,7 +19,9 @@ import sys
 import pytest
 from opentelemetry.sdk.metrics.export import MetricsData, ResourceMetrics, ScopeMetrics
 
-from opentelemetry_exporter_userevents.reader.outputs.otlp_json import metrics_data_request
+from opentelemetry_exporter_userevents.reader.outputs.exporters.otlp_json import (
+    metrics_data_request,
+)
 from tests.support import reader_process as proc
 from tests.support.kernel_support import wait_until
 from tests.support.otlp_metrics_captures import RESOURCE, SCOPE, sample_metrics

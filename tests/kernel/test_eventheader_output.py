@@ -217,7 +217,7 @@ import json, math, sys
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.resources import Resource
 from opentelemetry_exporter_userevents import UserEventsMetricExporter, UserEventsMetricReader
-from opentelemetry_exporter_userevents.reader.outputs import otlp_json
+from opentelemetry_exporter_userevents.reader.outputs.exporters import otlp_json
 
 class Capturing(UserEventsMetricExporter):  # the product exporter, keeping what it was handed
     captured = []

@@ -30,7 +30,7 @@ from opentelemetry_exporter_userevents import UserEventsMetricExporter, UserEven
 from opentelemetry_exporter_userevents.reader import TraceReader
 from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint
-from opentelemetry_exporter_userevents.reader.outputs import otlp_json
+from opentelemetry_exporter_userevents.reader.outputs.exporters import otlp_json
 from opentelemetry_exporter_userevents.record import flags
 from tests.support.kernel_support import in_child, wait_until
 from tests.support.otlp import metric_points

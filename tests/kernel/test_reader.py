@@ -41,7 +41,7 @@ from opentelemetry_exporter_userevents.abi.ring_buffer import FTRACE_MAX_PAYLOAD
 from opentelemetry_exporter_userevents.reader import ReaderError, TraceReader, cli
 from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.reader.live.trace_reader import INSTANCE_PREFIX
-from opentelemetry_exporter_userevents.reader.outputs import otlp_json
+from opentelemetry_exporter_userevents.reader.outputs.exporters import otlp_json
 from opentelemetry_exporter_userevents.reader.outputs.output import OtlpJsonOutput
 from opentelemetry_exporter_userevents.record import schema
 from tests.support.kernel_support import drop_privileges, in_child, wait_until

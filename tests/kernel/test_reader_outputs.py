@@ -160,4 +160,4 @@ def test_sigterm_under_a_dribbling_collector_exits_within_the_stop_timeout(
     assert spooled is not None, summary
     assert int(spooled[1]) + int(spooled[2]) == counts["rebuilt"], summary  # every one kept
     assert counts["failed"] + counts["dropped"] + counts["not delivered"] == 0, summary
-    assert list((tmp_path / "spool").glob("*.seg")), "the segments stay for the next reader"
+    assert list((tmp_path / "spool").glob("**/*.seg")), "the segments stay for the next reader"

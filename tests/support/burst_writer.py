@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from opentelemetry_exporter_userevents import UserEventsSpanExporter, UserEventsSpanProcessor
-from opentelemetry_exporter_userevents.reader.outputs import otlp_json
+from opentelemetry_exporter_userevents.reader.outputs.exporters import otlp_json
 
 
 def main(prefix: str, count: int, rate: float, own: bool) -> dict[str, object]:

@@ -22,7 +22,7 @@ from opentelemetry.sdk.metrics.export import MetricExportResult, MetricsData
 from opentelemetry.sdk.resources import Resource
 
 from opentelemetry_exporter_userevents import UserEventsMetricExporter, UserEventsMetricReader
-from opentelemetry_exporter_userevents.reader.outputs import otlp_json
+from opentelemetry_exporter_userevents.reader.outputs.exporters import otlp_json
 
 
 class CapturingExporter(UserEventsMetricExporter):

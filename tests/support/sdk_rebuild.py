@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
-from opentelemetry_exporter_userevents.reader.outputs.sdk_objects import sdk_objects
+from opentelemetry_exporter_userevents.reader.outputs.exporters.sdk_objects import sdk_objects
 
 
 def built(items: list[Any]) -> list[Any]:

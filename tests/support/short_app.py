@@ -35,7 +35,7 @@ from opentelemetry_exporter_userevents import (
     UserEventsSpanExporter,
     UserEventsSpanProcessor,
 )
-from opentelemetry_exporter_userevents.reader.outputs import otlp_json
+from opentelemetry_exporter_userevents.reader.outputs.exporters import otlp_json
 
 
 def load_everything() -> None:

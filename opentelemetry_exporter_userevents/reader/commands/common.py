@@ -25,6 +25,7 @@ from opentelemetry_exporter_userevents.reader.decode.eventheader_records import 
 )
 from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.reader.live.trace_reader import TraceReader
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.delivery import RetryOnFailure
 from opentelemetry_exporter_userevents.reader.outputs.output import (
     ExporterOutput,
     OtlpJsonOutput,
@@ -169,10 +170,24 @@ def workers_of(args: argparse.Namespace) -> int:
     return max(1, int(args.workers))
 
 
+def retry_on_failure_of(args: argparse.Namespace) -> RetryOnFailure | None:
+    """``record``'s ``--retry-on-failure-*`` flags (the Collector's ``retry_on_failure``);
+    None for a command without them (``decode``: the exporter's client's retries)."""
+    if not hasattr(args, "retry_on_failure_enabled"):
+        return None
+    return RetryOnFailure(
+        enabled=args.retry_on_failure_enabled,
+        initial_interval=args.retry_on_failure_initial_interval,
+        max_interval=args.retry_on_failure_max_interval,
+        multiplier=args.retry_on_failure_multiplier,
+        max_elapsed_time=args.retry_on_failure_max_elapsed_time,
+    )
+
+
 def output_of(args: argparse.Namespace, out: TextIO, workers: int = 1) -> Output:
     """The output (with workers, OTLP/JSON lines: they take the items workers encoded)."""
     if args.exporter:
-        return ExporterOutput(args.exporter)
+        return ExporterOutput(args.exporter, retry=retry_on_failure_of(args))
     if args.format == "tree":
         return TreeOutput(out)
     return OtlpJsonOutput(out)

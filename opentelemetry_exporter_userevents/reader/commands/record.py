@@ -29,9 +29,9 @@ from opentelemetry_exporter_userevents.reader.commands.common import (
 )
 from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.reader.live.trace_reader import TraceReader
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.output_stage import OutputStage
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.spool import Spool
 from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutput, Output
-from opentelemetry_exporter_userevents.reader.outputs.output_stage import OutputStage
-from opentelemetry_exporter_userevents.reader.outputs.spool import Spool
 from opentelemetry_exporter_userevents.reader.pipeline.decode_stage import DecodeStage
 from opentelemetry_exporter_userevents.reader.pipeline.live_source import LiveSource
 from opentelemetry_exporter_userevents.reader.pipeline.pipeline import Pipeline
@@ -82,7 +82,12 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if not isinstance(destination, ExporterOutput):
             raise UsageError("--spool keeps OTLP/HTTP requests: use it with --exporter")
         destination.use_spool(Spool(args.spool, args.spool_max_mb * 1024 * 1024))
-    output = OutputStage(destination, args.stop_timeout)
+    output = OutputStage(
+        destination,
+        args.stop_timeout,
+        max_batches=args.sending_queue_size,
+        max_bytes=args.sending_queue_max_mb * 1024 * 1024,
+    )
     views: ProcessViews | None = None
     if not args.no_resource_detection:
         views, notes = live_views()

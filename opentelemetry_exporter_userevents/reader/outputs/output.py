@@ -19,17 +19,26 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeAlias
 from opentelemetry_exporter_userevents.reader.decode.checked_records import CheckedLog, CheckedSpan
 from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Telemetry
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint, metrics_data
-from opentelemetry_exporter_userevents.reader.outputs import otlp_json, otlp_json_direct
-from opentelemetry_exporter_userevents.reader.outputs.collector_gate import CollectorGate
-from opentelemetry_exporter_userevents.reader.outputs.grouping import EncodedCache
-from opentelemetry_exporter_userevents.reader.outputs.sdk_items import sdk_spans_and_logs
-from opentelemetry_exporter_userevents.reader.outputs.spool import Spool
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.collector_gate import (
+    CollectorGate,
+)
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.delivery import (
+    RetryOnFailure,
+    Throttle,
+)
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.spool import Spool
+from opentelemetry_exporter_userevents.reader.outputs.exporters import otlp_json, otlp_json_direct
+from opentelemetry_exporter_userevents.reader.outputs.exporters.grouping import EncodedCache
+from opentelemetry_exporter_userevents.reader.outputs.exporters.sdk_items import sdk_spans_and_logs
+
+DEFAULT_RETRY = RetryOnFailure()
+"""The Collector's ``retry_on_failure`` defaults."""
 
 if TYPE_CHECKING:  # the tree view, the exporters and the SDK are imported when chosen
     from opentelemetry.sdk._logs import ReadableLogRecord
     from opentelemetry.sdk.trace import ReadableSpan
 
-    from opentelemetry_exporter_userevents.reader.outputs import direct_sender
+    from opentelemetry_exporter_userevents.reader.outputs.exporters import direct_sender
 
 
 class Output(Protocol):
@@ -117,7 +126,7 @@ class TreeOutput:
     """The tree view, of spans and logs built into SDK objects (:mod:`.sdk_objects`)."""
 
     def __init__(self, out: TextIO) -> None:
-        from opentelemetry_exporter_userevents.reader.outputs.tree_view import (  # noqa: PLC0415
+        from opentelemetry_exporter_userevents.reader.outputs.exporters.tree_view import (  # noqa: PLC0415
             TreeView,
         )
 
@@ -151,7 +160,10 @@ class ExporterOutput:
     """Whether some spans or logs go to an exporter as SDK objects (built from their
     JoinedRecord), not posted by a direct sender."""
 
-    def __init__(self, name: str, direct: bool = True) -> None:
+    def __init__(self, name: str, direct: bool = True, retry: RetryOnFailure | None = None) -> None:
+        """``retry``: the direct senders' ``retry_on_failure`` (``record`` passes the
+        Collector's defaults, :data:`DEFAULT_RETRY`, or its flags'); None: as the
+        exporter's own client retries (6 attempts within its timeout)."""
         if name == "user_events":
             raise ValueError("re-exporting to user_events would feed the reader its own output")
         self.name = name
@@ -168,13 +180,18 @@ class ExporterOutput:
         self.failed = 0
         """Spans and logs the exporters did not take."""
         self.spool: Spool | None = None
-        self.gate = CollectorGate()
+        self.throttle = Throttle()
+        """When the collector said it may be asked again (shared by the senders)."""
+        self.gate = CollectorGate(throttle=self.throttle)
         """Whether the collector takes requests (used with a spool)."""
         self.backlog: Callable[[], int] = lambda: 0
         """Batches waiting for the output (the output stage's queue sets it): the spool
         drains while there are none."""
         self._not_sent: list[Item] = []
-        from opentelemetry_exporter_userevents.reader.outputs import (  # noqa: PLC0415
+        self.progress: tuple[Sequence[Item] | None, Counter[str]] = (None, Counter())
+        """The batch being written and its items whose requests ended, by kind (the output
+        stage's kinds); read by the stage when it stops with this batch in flight."""
+        from opentelemetry_exporter_userevents.reader.outputs.exporters import (  # noqa: PLC0415
             direct_sender,
         )
 
@@ -183,12 +200,17 @@ class ExporterOutput:
         self._direct_metrics = (
             direct_sender.direct_sender(self.metrics, "metrics") if direct else None
         )
+        for sender in self._senders():
+            if sender is not None:
+                sender.configure(retry, self.throttle)
         if (self.spans is None or self._direct_spans is not None) and (
             self.logs is None or self._direct_logs is not None
         ):
             self.sdk_objects = False
 
     def write(self, items: Sequence[Item]) -> None:
+        written = items
+        self.progress = (written, Counter())
         joined = [i for i in items if type(i) is JoinedRecord]
         if self.spool is not None:
             self._not_sent = list(items)  # spooled at stop, if this write is still under way
@@ -209,8 +231,9 @@ class ExporterOutput:
                     sending = {id(i) for i in records}
                     self._not_sent = [i for i in self._not_sent if id(i) not in sending]
                 self.failed += len(records) if sender is None else sender.send(records)
+                self._ended(written, "spans" if exporter is self.spans else "logs", len(records))
         spans, logs = _split(items)
-        for exporter, batch in ((self.spans, spans), (self.logs, logs)):
+        for kind, exporter, batch in (("spans", self.spans, spans), ("logs", self.logs, logs)):
             if exporter is None or not batch:
                 continue
             try:
@@ -219,6 +242,7 @@ class ExporterOutput:
                 result = None
             if getattr(result, "name", None) != "SUCCESS":
                 self.failed += len(batch)
+            self._ended(written, kind, len(batch))
         points = _metric_points(items)
         self._not_sent = []
         if self._direct_metrics is not None and points:
@@ -230,15 +254,28 @@ class ExporterOutput:
                 result = None
             if getattr(result, "name", None) != "SUCCESS":
                 self.failed += len(points)
+        if points:
+            self._ended(written, "metric points", len(points))
         if self.spool is not None and (
             self.gate.probe_due()
             or (not self.gate.down and any(s is not None and s.taken for s in self._senders()))
         ):
             self._drain()  # the collector takes requests (again), or it is time to ask
 
+    def _ended(self, written: Sequence[Item], kind: str, count: int) -> None:
+        """``count`` items of ``kind`` of the batch being written reached their end (taken,
+        or failed and counted): for the stage's count of a half-sent batch at stop. A new
+        tuple each time: the stopping thread reads it while this one writes."""
+        done = Counter(self.progress[1])
+        done[kind] += count
+        self.progress = (written, done)
+
     def use_spool(self, spool: Spool) -> None:
         """Requests the collector may take later go to ``spool`` (:mod:`.spool`), re-sent
-        when it takes one again; only requests the direct senders post can be spooled."""
+        when it takes one again; only requests the direct senders post can be spooled.
+        ``retry_on_failure`` is then the spool's: a request not taken within its timeout is
+        spooled, and the spool re-sent by probes (:mod:`.collector_gate`), none before a
+        delay the collector asked for."""
         senders = [s for s in self._senders() if s is not None]
         if not senders or self.sdk_objects:
             raise ValueError(
@@ -249,6 +286,10 @@ class ExporterOutput:
         self.spool = spool
         for sender in senders:
             sender.spool, sender.gate = spool, self.gate
+            # The spool is the persistent queue, and its probes the retries: a request is
+            # tried within its timeout (the exporter's client's retries), then spooled, so
+            # that the memory queue never fills behind one request's long retry.
+            sender.configure(None, self.throttle)
 
     def _senders(self) -> tuple[direct_sender.DirectSender | None, ...]:
         return (self._direct_spans, self._direct_logs, self._direct_metrics)
@@ -321,7 +362,7 @@ class ExporterOutput:
     def failed_by_reason(self) -> Counter[str]:
         """Records the direct senders did not deliver, by why (on the output's thread): the
         most common :data:`~.direct_sender.MAX_REASONS` reasons, the rest together."""
-        from opentelemetry_exporter_userevents.reader.outputs import (  # noqa: PLC0415
+        from opentelemetry_exporter_userevents.reader.outputs.exporters import (  # noqa: PLC0415
             direct_sender,
         )
 
@@ -361,7 +402,7 @@ class ExporterOutput:
 
 def _sdk_objects(items: Sequence[Item]) -> tuple[list[Any], int]:
     """:func:`.sdk_objects.sdk_objects`, imported with the SDK by the outputs that need it."""
-    from opentelemetry_exporter_userevents.reader.outputs.sdk_objects import (  # noqa: PLC0415
+    from opentelemetry_exporter_userevents.reader.outputs.exporters.sdk_objects import (  # noqa: PLC0415
         sdk_objects,
     )
 

@@ -42,8 +42,11 @@ from opentelemetry_exporter_userevents.reader.decode.eventheader_check import Ev
 from opentelemetry_exporter_userevents.reader.decode.eventheader_records import EVENTHEADER_KIND
 from opentelemetry_exporter_userevents.reader.decode.joinable import EncodedRecord, RejectedRecord
 from opentelemetry_exporter_userevents.reader.decode.validation import InvalidRecord, RecordChecker
-from opentelemetry_exporter_userevents.reader.outputs.grouping import Unrepresentable
-from opentelemetry_exporter_userevents.reader.outputs.otlp_json_direct import log_item, span_item
+from opentelemetry_exporter_userevents.reader.outputs.exporters.grouping import Unrepresentable
+from opentelemetry_exporter_userevents.reader.outputs.exporters.otlp_json_direct import (
+    log_item,
+    span_item,
+)
 from opentelemetry_exporter_userevents.record.tracepoints import LOG_KIND, SPAN_KIND
 
 Decoded = TraceRecord | EncodedRecord | RejectedRecord | CheckedSpan

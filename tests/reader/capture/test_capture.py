@@ -36,7 +36,7 @@ from opentelemetry_exporter_userevents.reader.capture.tracing_data import (
     read_tracing_data,
     write_tracing_data,
 )
-from opentelemetry_exporter_userevents.reader.outputs import otlp_json
+from opentelemetry_exporter_userevents.reader.outputs.exporters import otlp_json
 from opentelemetry_exporter_userevents.record import anyvalue, schema
 from opentelemetry_exporter_userevents.record.resource_id import hash_resource
 from tests.support.captures import (

@@ -14,7 +14,9 @@ from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, MetricsData,
 from opentelemetry.sdk.metrics.export import ScopeMetrics as SdkScopeMetrics
 
 from opentelemetry_exporter_userevents.reader import cli
-from opentelemetry_exporter_userevents.reader.outputs.otlp_json import metrics_data_request
+from opentelemetry_exporter_userevents.reader.outputs.exporters.otlp_json import (
+    metrics_data_request,
+)
 from opentelemetry_exporter_userevents.reader.pipeline import decode_stage
 from tests.reader.capture.test_capture import FORMATS, _capture, _pages, _records
 from tests.reader.capture.test_capture_eventheader import (

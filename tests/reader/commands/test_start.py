@@ -70,6 +70,7 @@ def test_the_command_line_module_imports_nothing_heavy_before_main_sets_its_hand
         f"{PACKAGE}.reader.cli",
         f"{PACKAGE}.reader.stop_early",
         f"{PACKAGE}.reader.options",
+        f"{PACKAGE}.reader.delivery_flags",
         f"{PACKAGE}.reader.private_file",
         f"{PACKAGE}.reader.terminal_text",
         f"{PACKAGE}.reader.pipeline",  # its __init__ is a docstring

@@ -21,7 +21,7 @@ from opentelemetry_exporter_userevents._export.span_encoder import encode_span
 from opentelemetry_exporter_userevents.abi.ring_buffer import FTRACE_MAX_PAYLOAD
 from opentelemetry_exporter_userevents.reader.decode.decoder import TraceRecord
 from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
-from opentelemetry_exporter_userevents.reader.outputs import otlp_json
+from opentelemetry_exporter_userevents.reader.outputs.exporters import otlp_json
 from opentelemetry_exporter_userevents.reader.outputs.output import OtlpJsonOutput, TreeOutput
 from opentelemetry_exporter_userevents.record import schema
 from opentelemetry_exporter_userevents.record.tracepoints import (

@@ -32,7 +32,7 @@ from opentelemetry_exporter_userevents.reader.decode.decoder import TraceRecord
 from opentelemetry_exporter_userevents.reader.join import rebuild
 from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint
-from opentelemetry_exporter_userevents.reader.outputs import otlp_json
+from opentelemetry_exporter_userevents.reader.outputs.exporters import otlp_json
 from opentelemetry_exporter_userevents.reader.outputs.output import OtlpJsonOutput, TreeOutput
 from opentelemetry_exporter_userevents.record.resource_id import hash_resource
 from opentelemetry_exporter_userevents.record.tracepoints import METRIC_KINDS

@@ -17,9 +17,9 @@ from opentelemetry_exporter_userevents.reader.decode.decoder import TraceRecord
 from opentelemetry_exporter_userevents.reader.decode.joinable import EncodedRecord, RejectedRecord
 from opentelemetry_exporter_userevents.reader.decode.validation import RecordChecker
 from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
-from opentelemetry_exporter_userevents.reader.outputs import otlp_json
+from opentelemetry_exporter_userevents.reader.outputs.exporters import otlp_json
+from opentelemetry_exporter_userevents.reader.outputs.exporters.tree_view import TreeView
 from opentelemetry_exporter_userevents.reader.outputs.output import OtlpJsonOutput
-from opentelemetry_exporter_userevents.reader.outputs.tree_view import TreeView
 from opentelemetry_exporter_userevents.reader.pipeline.worker_loop import check_and_encode
 from opentelemetry_exporter_userevents.record import anyvalue, flags, schema
 from opentelemetry_exporter_userevents.record.resource_id import hash_resource

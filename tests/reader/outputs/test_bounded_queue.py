@@ -11,7 +11,9 @@ import time
 
 import pytest
 
-from opentelemetry_exporter_userevents.reader.outputs.bounded_queue import BoundedQueue
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.bounded_queue import (
+    BoundedQueue,
+)
 
 
 def test_the_item_bound_drops_and_counts_what_does_not_fit() -> None:

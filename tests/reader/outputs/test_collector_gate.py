@@ -21,18 +21,18 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
     ExportTraceServiceRequest,
 )
 
-from opentelemetry_exporter_userevents.reader.outputs import (  # noqa: E402
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper import (  # noqa: E402
     collector_gate,
     output_stage,
 )
-from opentelemetry_exporter_userevents.reader.outputs.collector_gate import (  # noqa: E402
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.collector_gate import (  # noqa: E402
     CollectorGate,
 )
-from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutput  # noqa: E402
-from opentelemetry_exporter_userevents.reader.outputs.output_stage import (  # noqa: E402
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.output_stage import (  # noqa: E402
     OutputStage,
 )
-from opentelemetry_exporter_userevents.reader.outputs.spool import Spool  # noqa: E402
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.spool import Spool  # noqa: E402
+from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutput  # noqa: E402
 from tests.reader.outputs.test_otlp_http_output import _records  # noqa: E402
 from tests.support.kernel_support import wait_until  # noqa: E402
 from tests.support.raw_collector import RawServer  # noqa: E402

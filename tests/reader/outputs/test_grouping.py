@@ -13,12 +13,12 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry_exporter_userevents.reader.decode.checked_records import CheckedScope
 from opentelemetry_exporter_userevents.reader.decode.joinable import EncodedRecord
 from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Rebuilder
-from opentelemetry_exporter_userevents.reader.outputs import (
+from opentelemetry_exporter_userevents.reader.outputs.exporters import (
     grouping,
     otlp_json_direct,
     otlp_proto_direct,
 )
-from opentelemetry_exporter_userevents.reader.outputs.grouping import (
+from opentelemetry_exporter_userevents.reader.outputs.exporters.grouping import (
     EncodedCache,
     Unrepresentable,
     grouped,

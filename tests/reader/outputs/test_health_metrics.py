@@ -31,8 +31,8 @@ from opentelemetry_exporter_userevents.reader.commands.status import reader_heal
 from opentelemetry_exporter_userevents.reader.decode.decoder import TraceRecord  # noqa: E402
 from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord  # noqa: E402
 from opentelemetry_exporter_userevents.reader.outputs import health_metrics as hm  # noqa: E402
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.output_stage import OutputStage  # noqa: E402
 from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutput  # noqa: E402
-from opentelemetry_exporter_userevents.reader.outputs.output_stage import OutputStage  # noqa: E402
 from opentelemetry_exporter_userevents.record import metric_values as mv  # noqa: E402
 from tests.reader.outputs.test_otlp_http_output import Receiver, receiver  # noqa: E402, F401
 from tests.reader.outputs.test_otlp_proto_direct import _joined, _log, _span  # noqa: E402
@@ -139,7 +139,7 @@ def test_gather_takes_the_counts_the_summary_shows():
         def close(self) -> None:
             pass
 
-    stage = OutputStage(Blocked(), 0.1, max_batches=1)
+    stage = OutputStage(Blocked(), 0.1, max_batches=1, drop_oldest=False)
     items = _joined(_span())
     stage.write(items)  # taken by the thread, which sleeps in write
     deadline = time.monotonic() + 2

@@ -35,17 +35,17 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
 
 from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder  # noqa: E402
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import metrics_data  # noqa: E402
-from opentelemetry_exporter_userevents.reader.outputs import otlp_grpc_post  # noqa: E402
-from opentelemetry_exporter_userevents.reader.outputs.delivery import DEADLINE  # noqa: E402
-from opentelemetry_exporter_userevents.reader.outputs.otlp_grpc_post import (  # noqa: E402
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.delivery import DEADLINE  # noqa: E402
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.output_stage import (  # noqa: E402
+    OutputStage,
+)
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.spool import Spool  # noqa: E402
+from opentelemetry_exporter_userevents.reader.outputs.exporters import otlp_grpc_post  # noqa: E402
+from opentelemetry_exporter_userevents.reader.outputs.exporters.otlp_grpc_post import (  # noqa: E402
     GrpcPoster,
     retry_delay,
 )
 from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutput  # noqa: E402
-from opentelemetry_exporter_userevents.reader.outputs.output_stage import (  # noqa: E402
-    OutputStage,
-)
-from opentelemetry_exporter_userevents.reader.outputs.spool import Spool  # noqa: E402
 from tests.reader.outputs.test_otlp_http_output import _records  # noqa: E402
 from tests.support.kernel_support import wait_until  # noqa: E402
 from tests.test_metric_exporter import _collection  # noqa: E402

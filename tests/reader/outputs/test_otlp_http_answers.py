@@ -24,15 +24,15 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
     ExportTraceServiceResponse,
 )
 
-from opentelemetry_exporter_userevents.reader.outputs.delivery import MAX_MESSAGE  # noqa: E402
-from opentelemetry_exporter_userevents.reader.outputs.direct_sender import (  # noqa: E402
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.delivery import MAX_MESSAGE  # noqa: E402
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.output_stage import (  # noqa: E402
+    OutputStage,
+)
+from opentelemetry_exporter_userevents.reader.outputs.exporters.direct_sender import (  # noqa: E402
     MAX_REASONS,
     OTHER_REASONS,
 )
 from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutput  # noqa: E402
-from opentelemetry_exporter_userevents.reader.outputs.output_stage import (  # noqa: E402
-    OutputStage,
-)
 from tests.reader.outputs.test_otlp_http_output import _records  # noqa: E402
 from tests.support.raw_collector import RawServer  # noqa: E402
 

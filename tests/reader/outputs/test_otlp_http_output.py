@@ -42,13 +42,13 @@ from opentelemetry_exporter_userevents.abi.ring_buffer import FTRACE_MAX_PAYLOAD
 from opentelemetry_exporter_userevents.reader import cli  # noqa: E402
 from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Rebuilder  # noqa: E402
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import metrics_data  # noqa: E402
-from opentelemetry_exporter_userevents.reader.outputs import (
+from opentelemetry_exporter_userevents.reader.outputs.exporters import (
     direct_sender,
     otlp_json,
     sdk_objects,  # noqa: E402
 )
+from opentelemetry_exporter_userevents.reader.outputs.exporters.sdk_objects import sdk_object  # noqa: E402
 from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutput  # noqa: E402
-from opentelemetry_exporter_userevents.reader.outputs.sdk_objects import sdk_object  # noqa: E402
 from opentelemetry_exporter_userevents.record import schema  # noqa: E402
 from tests.reader.capture.test_capture import _capture, _encodable, _pages, _resource_payload  # noqa: E402
 from tests.reader.capture.test_capture import _records as _capture_records  # noqa: E402

@@ -17,14 +17,14 @@ import pytest
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 
 from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord  # noqa: E402
-from opentelemetry_exporter_userevents.reader.outputs.otlp_http_post import (  # noqa: E402
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.output_stage import (  # noqa: E402
+    OutputStage,
+)
+from opentelemetry_exporter_userevents.reader.outputs.exporters.otlp_http_post import (  # noqa: E402
     MAX_RESPONSE_BODY,
     _retry_after,
 )
 from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutput  # noqa: E402
-from opentelemetry_exporter_userevents.reader.outputs.output_stage import (  # noqa: E402
-    OutputStage,
-)
 from tests.reader.outputs.test_otlp_http_output import _records  # noqa: E402
 from tests.support.raw_collector import RawServer  # noqa: E402
 
@@ -109,11 +109,12 @@ def test_429_with_retry_after_is_honoured_on_the_output_thread(
     assert stage.written == {"spans": 2, "logs": 2}
 
 
-def test_retry_after_past_the_deadline_is_not_waited_for(
+def test_retry_after_past_the_deadline_is_not_waited_for_nor_followed_by_a_burst(
     collector: Callable[..., RawServer],
 ) -> None:
-    """A collector asking for an hour is not waited for: the batch fails at once, counted,
-    on the output's thread."""
+    """With the exporter's client's retries (no ``retry_on_failure``), a collector asking
+    for an hour is not waited for: the batch fails at once, counted, on the output's
+    thread; and the next request (the logs) is not posted into the throttle either."""
 
     def later(connection: socket.socket, request: int) -> None:
         server.send(connection, b"HTTP/1.1 503 Later\r\nRetry-After: 3600\r\n")
@@ -123,7 +124,7 @@ def test_retry_after_past_the_deadline_is_not_waited_for(
     stage = OutputStage(ExporterOutput("otlp_proto_http"), stop_timeout=30)
     stage.write(_records())
     stage.close()
-    assert stage.failed == 4 and server.requests == 2 and not stage.not_delivered
+    assert stage.failed == 4 and server.requests == 1 and not stage.not_delivered
 
 
 def test_refused_connections_are_retried_on_the_output_thread(

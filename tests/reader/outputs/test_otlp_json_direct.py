@@ -25,8 +25,8 @@ from opentelemetry_exporter_userevents.reader.decode.checked_records import (
 )
 from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Rebuilder
 from opentelemetry_exporter_userevents.reader.join.sdk_values import sdk_attributes
-from opentelemetry_exporter_userevents.reader.outputs import otlp_json, otlp_json_direct
-from opentelemetry_exporter_userevents.reader.outputs.sdk_objects import sdk_object
+from opentelemetry_exporter_userevents.reader.outputs.exporters import otlp_json, otlp_json_direct
+from opentelemetry_exporter_userevents.reader.outputs.exporters.sdk_objects import sdk_object
 from tests.support.otel_strategies import any_values, texts
 
 U64 = 2**64 - 1

@@ -26,8 +26,8 @@ from opentelemetry_exporter_userevents.reader.decode.checked_records import (
     CheckedSpan,
 )
 from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Rebuilder
-from opentelemetry_exporter_userevents.reader.outputs import otlp_proto_direct
-from opentelemetry_exporter_userevents.reader.outputs.sdk_objects import sdk_object
+from opentelemetry_exporter_userevents.reader.outputs.exporters import otlp_proto_direct
+from opentelemetry_exporter_userevents.reader.outputs.exporters.sdk_objects import sdk_object
 from tests.reader.outputs.test_otlp_json_direct import _quiet, batches, checked_logs, checked_spans
 
 

@@ -16,8 +16,8 @@ import pytest
 
 from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder
 from opentelemetry_exporter_userevents.reader.join.rebuild import Telemetry
-from opentelemetry_exporter_userevents.reader.outputs import output_stage
-from opentelemetry_exporter_userevents.reader.outputs.output_stage import (
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper import output_stage
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.output_stage import (
     MAX_BATCH_ITEMS,
     OutputStage,
     estimated_bytes,
@@ -79,9 +79,33 @@ def test_a_blocked_output_does_not_block_the_writer() -> None:
     assert stage.parts() == []
 
 
+def test_a_full_queue_drops_its_oldest_batches_first_and_counts_them() -> None:
+    """The sending queue keeps the newest, as the Collector's does: what is delivered after
+    an outage is the latest, and what was dropped is counted by kind."""
+    output = Blocking()
+    stage = OutputStage(output, stop_timeout=5, max_batches=2)
+    stage.write(_spans(1))
+    assert output.entered.wait(30)  # the first batch is in flight
+    for n in range(5):
+        stage.write(_joined(_span(span_id=100 + n), _log()))
+    assert stage.dropped == {"output: queue full (oldest dropped)": {"spans": 3, "logs": 3}}
+    assert "3 spans and 3 logs dropped (output: queue full (oldest dropped))" in stage.parts()
+    output.release.set()
+    stage.close()
+    spans = [i.checked for i in output.written if type(i.checked).__name__ == "CheckedSpan"]
+    assert [span.span_id for span in spans][-2:] == [103, 104]  # the two newest
+    assert stage.written == {"spans": 3, "logs": 2}
+    # bytes: a bound of two batches' estimate keeps the two newest
+    small = OutputStage(Blocking(), stop_timeout=0, max_bytes=2 * estimated_bytes(_spans(2)))
+    for _ in range(4):
+        small.write(_spans(2))
+    assert small.dropped["output: queue full (oldest dropped)"]["spans"] >= 2
+    small.close()
+
+
 def test_the_queue_bounds_drop_and_count_by_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     output = Blocking()
-    stage = OutputStage(output, stop_timeout=5, max_batches=4)
+    stage = OutputStage(output, stop_timeout=5, max_batches=4, drop_oldest=False)
     stage.write(_spans(1))
     assert output.entered.wait(30)  # the first batch is in flight
     for _ in range(6):
@@ -93,7 +117,9 @@ def test_the_queue_bounds_drop_and_count_by_reason(monkeypatch: pytest.MonkeyPat
     stage.close()
     assert stage.written == {"spans": 5, "logs": 4}
     # bytes: a bound of two batches' estimate takes two, drops the third
-    small = OutputStage(Blocking(), stop_timeout=0, max_bytes=2 * estimated_bytes(_spans(2)))
+    small = OutputStage(
+        Blocking(), stop_timeout=0, max_bytes=2 * estimated_bytes(_spans(2)), drop_oldest=False
+    )
     for _ in range(4):
         small.write(_spans(2))
     assert small.dropped["output: queue full"]["spans"] >= 2

@@ -29,11 +29,11 @@ from opentelemetry.exporter.otlp.proto.common.metrics_encoder import (  # noqa: 
 from opentelemetry_exporter_userevents.reader import cli  # noqa: E402
 from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder  # noqa: E402
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import metrics_data  # noqa: E402
-from opentelemetry_exporter_userevents.reader.outputs import otlp_json  # noqa: E402
-from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutput  # noqa: E402
-from opentelemetry_exporter_userevents.reader.outputs.output_stage import (  # noqa: E402
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.output_stage import (  # noqa: E402
     OutputStage,
 )
+from opentelemetry_exporter_userevents.reader.outputs.exporters import otlp_json  # noqa: E402
+from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutput  # noqa: E402
 from tests.reader.capture.test_capture import _capture, _encodable, _pages  # noqa: E402
 from tests.reader.capture.test_capture import _records as _capture_records  # noqa: E402
 from tests.support.collector import MESSAGES, Rotel, Sink, otlp_json_of, running_rotel  # noqa: E402

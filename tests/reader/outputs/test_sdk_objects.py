@@ -18,14 +18,14 @@ from opentelemetry_exporter_userevents.reader.decode.validation import RecordChe
 from opentelemetry_exporter_userevents.reader.join import rebuild
 from opentelemetry_exporter_userevents.reader.join.joined_record import JoinedRecord
 from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
-from opentelemetry_exporter_userevents.reader.outputs.output import TreeOutput
-from opentelemetry_exporter_userevents.reader.outputs.sdk_objects import (
+from opentelemetry_exporter_userevents.reader.outputs.exporters.sdk_objects import (
     readable_log,
     readable_span,
     sdk_object,
     sdk_objects,
 )
-from opentelemetry_exporter_userevents.reader.outputs.tree_view import TreeView
+from opentelemetry_exporter_userevents.reader.outputs.exporters.tree_view import TreeView
+from opentelemetry_exporter_userevents.reader.outputs.output import TreeOutput
 from opentelemetry_exporter_userevents.reader.pipeline.worker_loop import check_and_encode
 from tests.reader.join.test_rebuild import (
     _rid,

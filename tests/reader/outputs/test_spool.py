@@ -28,24 +28,29 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
     ExportTraceServiceRequest,
 )
 
-from opentelemetry_exporter_userevents.reader.outputs import output_stage  # noqa: E402
-from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutput  # noqa: E402
-from opentelemetry_exporter_userevents.reader.outputs.output_stage import (  # noqa: E402
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper import output_stage  # noqa: E402
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.output_stage import (  # noqa: E402
     OutputStage,
 )
-from opentelemetry_exporter_userevents.reader.outputs.spool import (  # noqa: E402
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.spool import (  # noqa: E402
     HEADER,
     MAGIC,
     MAX_SEGMENT,
     Spool,
     SpoolError,
 )
+from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutput  # noqa: E402
 from tests.reader.outputs.test_otlp_http_output import _records  # noqa: E402
 from tests.support.kernel_support import wait_until  # noqa: E402
 from tests.support.raw_collector import RawServer  # noqa: E402
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
 UNAVAILABLE = b"HTTP/1.1 503 Unavailable\r\nRetry-After: 0\r\nContent-Length: 0\r\n\r\n"
+
+
+def _segment_files(directory: Path) -> list[Path]:
+    """The segments in a spool: in its readers' namespaces, and in DIR itself (legacy)."""
+    return sorted(directory.glob("*.seg")) + sorted(directory.glob("*/*.seg"))
 
 
 def _segment(kind: int, records: int, payload: bytes) -> bytes:
@@ -61,8 +66,10 @@ def test_segments_are_private_resumed_oldest_first_and_removed_when_taken(tmp_pa
         os.umask(old)
     directory = tmp_path / "spool"
     assert stat.S_IMODE(directory.stat().st_mode) == 0o700
-    files = sorted(directory.iterdir())
-    assert len(files) == 2 and {stat.S_IMODE(f.stat().st_mode) for f in files} == {0o600}
+    (namespace,) = directory.iterdir()  # this reader's own, locked
+    assert stat.S_IMODE(namespace.stat().st_mode) == 0o700
+    files = sorted(namespace.iterdir())
+    assert len(files) == 3 and {stat.S_IMODE(f.stat().st_mode) for f in files} == {0o600}
     spool.close()
 
     again = Spool(str(directory), 1 << 20)  # the next reader of the same directory
@@ -76,8 +83,10 @@ def test_segments_are_private_resumed_oldest_first_and_removed_when_taken(tmp_pa
     second = again.oldest()
     assert second is not None and second.payload == b"second" and second.kind == "logs"
     again.remove(second, 3)
-    assert again.oldest() is None and list(directory.iterdir()) == []
+    assert again.oldest() is None and _segment_files(directory) == []
     assert again.resent == {"spans": 2, "logs": 3} and again.counts() == (0, 0)
+    again.close()
+    assert list(directory.iterdir()) == []  # the emptied namespaces removed
 
 
 def test_the_bound_drops_the_oldest_first_and_counts_them(tmp_path: Path) -> None:
@@ -210,9 +219,9 @@ def test_a_spooled_request_is_resent_while_nothing_else_is_written(
 ) -> None:
     monkeypatch.setattr(output_stage, "IDLE_SECONDS", 0.05)
     directory = tmp_path / "spool"
-    Spool(str(directory), 1 << 20).put(
-        "spans", 1, ExportTraceServiceRequest().SerializeToString()
-    )  # left by a reader before
+    before = Spool(str(directory), 1 << 20)  # a reader before, that exited
+    before.put("spans", 1, ExportTraceServiceRequest().SerializeToString())
+    before.close()
     server = collector(lambda connection, request: server.send(connection, OK), timeout=30)
     stage, spool = _stage(directory, server)
     assert wait_until(lambda: spool.counts() == (0, 0), 60)
@@ -277,14 +286,17 @@ def test_a_segment_that_cannot_be_written_is_counted_and_leaves_nothing(
     assert not spool.put("logs", 5, b"payload")
     monkeypatch.setattr(os, "write", real_write)
     assert spool.unwritten == {"logs": 5} and spool.counts() == (0, 0)
-    assert list((tmp_path / "spool").iterdir()) == []  # no temporary file left
+    assert _segment_files(tmp_path / "spool") == []
+    assert list((tmp_path / "spool").rglob("*.tmp")) == []  # no temporary file left
     assert spool.put("logs", 1, b"next")  # and the spool goes on
 
 
 def test_a_spool_of_many_tiny_segments_is_held_to_its_bound(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from opentelemetry_exporter_userevents.reader.outputs import spool as spool_module  # noqa: PLC0415
+    from opentelemetry_exporter_userevents.reader.outputs.exporterhelper import (  # noqa: PLC0415
+        spool as spool_module,
+    )
 
     monkeypatch.setattr(spool_module, "MAX_SEGMENTS", 8)
     directory = tmp_path / "spool"
@@ -296,4 +308,4 @@ def test_a_spool_of_many_tiny_segments_is_held_to_its_bound(
     oldest = spool.oldest()
     assert oldest is not None and oldest.number == 33  # the oldest went first
     assert spool.put("logs", 1, b"x") and spool.counts()[0] == 8
-    assert len(list(directory.iterdir())) == 8
+    assert len(_segment_files(directory)) == 8

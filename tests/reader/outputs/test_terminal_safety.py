@@ -33,7 +33,7 @@ from opentelemetry_exporter_userevents.reader.hist.hist_file import (
 )
 from opentelemetry_exporter_userevents.reader.hist.view import render
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint
-from opentelemetry_exporter_userevents.reader.outputs.tree_view import TreeView
+from opentelemetry_exporter_userevents.reader.outputs.exporters.tree_view import TreeView
 from opentelemetry_exporter_userevents.reader.terminal_text import cut, printable
 from opentelemetry_exporter_userevents.record import metric_values as mv
 from opentelemetry_exporter_userevents.record.tracepoints import LOG_KIND, SPAN_KIND

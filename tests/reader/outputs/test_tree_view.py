@@ -18,8 +18,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext
 
-from opentelemetry_exporter_userevents.reader.outputs import tree_view
-from opentelemetry_exporter_userevents.reader.outputs.tree_view import MAX_DEPTH, TreeView
+from opentelemetry_exporter_userevents.reader.outputs.exporters import tree_view
+from opentelemetry_exporter_userevents.reader.outputs.exporters.tree_view import MAX_DEPTH, TreeView
 
 TRACE = 0x0AF7651916CD43DD8448EB211C80319C
 _NAME = re.compile(r"span-(\d+)-  ")

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from opentelemetry_exporter_userevents.reader.outputs import health_metrics as hm
-from opentelemetry_exporter_userevents.reader.outputs.output_stage import OutputStage
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.output_stage import OutputStage
 from opentelemetry_exporter_userevents.reader.views import kernel_event_budget as budget_module
 from opentelemetry_exporter_userevents.reader.views import kernel_pauses
 from opentelemetry_exporter_userevents.reader.views.kernel_event_budget import (

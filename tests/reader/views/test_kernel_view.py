@@ -21,8 +21,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry_exporter_userevents.abi.format import parse_format
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
 from opentelemetry_exporter_userevents.reader.decode.checked_records import CheckedSpan
-from opentelemetry_exporter_userevents.reader.outputs.sdk_objects import readable_span
-from opentelemetry_exporter_userevents.reader.outputs.tree_view import TreeView
+from opentelemetry_exporter_userevents.reader.outputs.exporters.sdk_objects import readable_span
+from opentelemetry_exporter_userevents.reader.outputs.exporters.tree_view import TreeView
 from opentelemetry_exporter_userevents.reader.views.kernel_events import (
     ClockCheck,
     KernelEvents,

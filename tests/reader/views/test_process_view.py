@@ -26,7 +26,7 @@ from opentelemetry_exporter_userevents.reader.commands.common import rebuilt_par
 from opentelemetry_exporter_userevents.reader.decode.decoder import DecoderStats, TraceRecord
 from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Rebuilder
 from opentelemetry_exporter_userevents.reader.live.eventheader_providers import ProviderDiscovery
-from opentelemetry_exporter_userevents.reader.outputs import otlp_json, otlp_json_direct
+from opentelemetry_exporter_userevents.reader.outputs.exporters import otlp_json, otlp_json_direct
 from opentelemetry_exporter_userevents.reader.outputs.output import OtlpJsonOutput
 from opentelemetry_exporter_userevents.reader.views import process_view
 from opentelemetry_exporter_userevents.reader.views.process_view import (

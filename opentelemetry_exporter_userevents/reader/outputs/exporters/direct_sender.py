@@ -33,11 +33,20 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint, metrics_data
-from opentelemetry_exporter_userevents.reader.outputs import otlp_http_output, otlp_proto_direct
-from opentelemetry_exporter_userevents.reader.outputs.collector_gate import CollectorGate
-from opentelemetry_exporter_userevents.reader.outputs.delivery import Delivery
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.collector_gate import (
+    CollectorGate,
+)
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.delivery import (
+    Delivery,
+    RetryOnFailure,
+    Throttle,
+)
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.spool import Segment, Spool
+from opentelemetry_exporter_userevents.reader.outputs.exporters import (
+    otlp_http_output,
+    otlp_proto_direct,
+)
 from opentelemetry_exporter_userevents.reader.outputs.health_metrics import Durations, error_type
-from opentelemetry_exporter_userevents.reader.outputs.spool import Segment, Spool
 
 _logger = logging.getLogger(__name__)
 
@@ -63,7 +72,10 @@ class Post(Protocol):
     """What a sender posts its requests with: :class:`.otlp_http_post.Poster` or
     :class:`.otlp_grpc_post.GrpcPoster`."""
 
-    def deliver(self, data: bytes, attempts: int = ...) -> Delivery:
+    retry: RetryOnFailure | None
+    throttle: Throttle | None
+
+    def deliver(self, data: bytes, attempts: int | None = ...) -> Delivery:
         """Send ``data`` until it is taken, ``attempts`` are made, or the deadline; what
         became of it (never raises)."""
         ...
@@ -98,6 +110,12 @@ class DirectSender:
         """Records the collector took (less those its ``partial_success`` rejected)."""
         self.durations = Durations()
         """Each request's duration, its retries included, by ``error.type`` when not taken."""
+
+    def configure(self, retry: RetryOnFailure | None, throttle: Throttle | None) -> None:
+        """Retries as the Collector's ``retry_on_failure`` (None: as the exporter's client),
+        no attempt before the shared ``throttle``."""
+        self._poster.retry = retry
+        self._poster.throttle = throttle
 
     def _deliver(self, data: bytes, probe: bool = False) -> Delivery:
         """Posted (one attempt for a ``probe`` of a collector marked down); the gate marked
@@ -219,7 +237,7 @@ def direct_sender(exporter: Any, kind: str) -> DirectSender | None:
         poster = otlp_http_output.poster_like_client(getattr(exporter, "_client", None), kind)
         max_request_size = getattr(exporter, "_max_request_size", _DEFAULT_MAX_REQUEST_SIZE)
     elif type(exporter).__module__ == f"{_GRPC}.{module}":
-        from opentelemetry_exporter_userevents.reader.outputs import (  # noqa: PLC0415
+        from opentelemetry_exporter_userevents.reader.outputs.exporters import (  # noqa: PLC0415
             otlp_grpc_post,  # grpcio, the grpc extra's: imported for this exporter only
         )
 

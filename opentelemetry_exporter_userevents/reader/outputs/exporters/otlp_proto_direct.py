@@ -41,12 +41,12 @@ from opentelemetry_exporter_userevents.reader.decode.checked_records import (
 )
 from opentelemetry_exporter_userevents.reader.decode.joinable import EncodedRecord
 from opentelemetry_exporter_userevents.reader.join.joined_record import JoinedRecord
-from opentelemetry_exporter_userevents.reader.outputs.grouping import (
+from opentelemetry_exporter_userevents.reader.outputs.exporters.grouping import (
     EncodedCache,
     Unrepresentable,
     grouped,
 )
-from opentelemetry_exporter_userevents.reader.outputs.otlp_span_flags import (
+from opentelemetry_exporter_userevents.reader.outputs.exporters.otlp_span_flags import (
     CONTEXT_HAS_IS_REMOTE_MASK,
     CONTEXT_IS_REMOTE_MASK,
 )

@@ -40,11 +40,12 @@ from email.utils import parsedate_to_datetime
 from typing import NamedTuple
 from urllib.parse import urlsplit
 
-from opentelemetry_exporter_userevents.reader.outputs.delivery import (
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.delivery import (
     DEADLINE,
-    MAX_ATTEMPTS,
     Delivery,
     Retry,
+    RetryOnFailure,
+    Throttle,
     deliver,
     partial_success,
     printable,
@@ -99,13 +100,18 @@ class Poster:
         self.kind = kind
         self.ssl_context = ssl_context
         self.sleep = sleep
+        self.retry: RetryOnFailure | None = None
+        """The Collector's ``retry_on_failure`` (``timeout`` then bounds each attempt); None:
+        the exporter's client's retries (``timeout`` bounds the request)."""
+        self.throttle: Throttle | None = None
+        """Shared with the output's other senders: no attempt before the collector said."""
         self._connection: http.client.HTTPConnection | None = None
 
     def post(self, data: bytes) -> bool:
         """Post ``data`` until it is taken or the deadline; whether it was taken."""
         return self.deliver(data).taken
 
-    def deliver(self, data: bytes, attempts: int = MAX_ATTEMPTS) -> Delivery:
+    def deliver(self, data: bytes, attempts: int | None = None) -> Delivery:
         """Post ``data`` (compressed here) until it is taken, ``attempts`` are made, or the
         deadline; what became of it. Never raises; failures are logged as the exporter's
         client logs them."""
@@ -115,7 +121,7 @@ class Poster:
             data = zlib.compress(data)
         return deliver(
             lambda deadline: self._try(data, deadline), self.timeout, self.kind, self.sleep,
-            attempts,
+            attempts, self.retry, self.throttle,
         )  # fmt: skip
 
     def _try(self, data: bytes, deadline: float) -> Delivery | Retry:
@@ -123,6 +129,8 @@ class Poster:
         answer = self._attempt(data, deadline)
         if answer.status is not None and 200 <= answer.status < 300:
             return partial_success(self.kind, answer.body)
+        if answer.reason == DEADLINE and answer.status is None and self.retry is not None:
+            return Retry(DEADLINE, DEADLINE)  # the attempt's timeout: retry_on_failure retries
         retryable = answer.status in RETRYABLE if answer.status else answer.error is not None
         if not retryable:
             _logger.error(

@@ -45,11 +45,12 @@ from typing import Any
 
 import grpc  # type: ignore[import-untyped]
 
-from opentelemetry_exporter_userevents.reader.outputs.delivery import (
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.delivery import (
     DEADLINE,
-    MAX_ATTEMPTS,
     Delivery,
     Retry,
+    RetryOnFailure,
+    Throttle,
     deliver,
     partial_success,
     printable,
@@ -116,17 +117,23 @@ class GrpcPoster:
         self.kind = kind
         self.retryable = retryable
         self.sleep = sleep
+        self.retry: RetryOnFailure | None = None
+        """The Collector's ``retry_on_failure`` (``timeout`` then bounds each attempt); None:
+        the exporter's retries (``timeout`` bounds the request)."""
+        self.throttle: Throttle | None = None
+        """Shared with the output's other senders: no attempt before the collector said."""
         self._channel: Any = None
         self._call: Any = None
 
-    def deliver(self, data: bytes, attempts: int = MAX_ATTEMPTS) -> Delivery:
+    def deliver(self, data: bytes, attempts: int | None = None) -> Delivery:
         """Send ``data`` (compressed by the channel) until it is taken, ``attempts`` are
         made, or the deadline; what became of it. Never raises; failures are logged as the
         exporter logs them."""
         try:
             return deliver(
-                lambda at: self._try(data, at), self.timeout, self.kind, self.sleep, attempts
-            )
+                lambda at: self._try(data, at), self.timeout, self.kind, self.sleep, attempts,
+                self.retry, self.throttle,
+            )  # fmt: skip
         except Exception as error:  # noqa: BLE001 - a client that fails us: counted, not raised
             _logger.exception("Failed to export %s batch", self.kind)
             return Delivery(False, f"gRPC client error ({type(error).__name__})")
@@ -152,6 +159,8 @@ class GrpcPoster:
         if code == grpc.StatusCode.DEADLINE_EXCEEDED and deadline - time.monotonic() < (
             DEADLINE_SLACK
         ):
+            if self.retry is not None:
+                return Retry(DEADLINE, DEADLINE)  # the attempt's timeout: retried
             _logger.error("Failed to export %s batch: %s", self.kind, DEADLINE)
             return Delivery(False, DEADLINE, later=True)
         retryable = code in self.retryable

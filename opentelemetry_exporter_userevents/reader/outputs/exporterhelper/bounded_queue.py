@@ -22,6 +22,9 @@ T = TypeVar("T")
 
 QUEUE_FULL = "queue full"
 """Reason: the queue holds its bound of items or bytes."""
+OLDEST_DROPPED = "queue full (oldest dropped)"
+"""Reason: taken out, oldest first, to make room for a newer item (:meth:`BoundedQueue.put_newest`:
+the Collector's sending queue keeps the newest)."""
 QUEUE_CLOSED = "queue closed"
 """Reason: put after :meth:`BoundedQueue.close` (the stage is stopping)."""
 
@@ -63,6 +66,32 @@ class BoundedQueue(Generic[T]):
                     self._dropped[key] = self._dropped.get(key, 0) + 1
                     return key
                 self._changed.wait(left)
+
+    def put_newest(self, item: T, size: int) -> tuple[str | None, list[T]]:
+        """Queue ``item`` of ``size`` estimated bytes, taking out the oldest items to make
+        room (counted, ``stage: queue full (oldest dropped)``); never waits. None and the
+        items taken out; or, if it cannot be queued (closed, or larger than the bound
+        alone), why it was dropped (counted) and no item taken out."""
+        with self._changed:
+            reason = QUEUE_CLOSED if self._closed else None
+            if reason is None and size > self.max_bytes:
+                reason = QUEUE_FULL
+            if reason is not None:
+                key = f"{self.stage}: {reason}"
+                self._dropped[key] = self._dropped.get(key, 0) + 1
+                return key, []
+            taken: list[T] = []
+            while self._items and not self._fits(size):
+                old, old_size = self._items.popleft()
+                self._bytes -= old_size
+                taken.append(old)
+            if taken:
+                key = f"{self.stage}: {OLDEST_DROPPED}"
+                self._dropped[key] = self._dropped.get(key, 0) + len(taken)
+            self._items.append((item, size))
+            self._bytes += size
+            self._changed.notify_all()
+            return None, taken
 
     def _fits(self, size: int) -> bool:
         return len(self._items) < self.max_items and self._bytes + size <= self.max_bytes

@@ -29,7 +29,7 @@ import ssl
 import urllib.request
 from typing import Any
 
-from opentelemetry_exporter_userevents.reader.outputs.otlp_http_post import Poster
+from opentelemetry_exporter_userevents.reader.outputs.exporters.otlp_http_post import Poster
 
 _SIGNAL = {"spans": "TRACES", "logs": "LOGS", "metrics": "METRICS"}
 

@@ -12,7 +12,9 @@ once, without posting them, and the output probes the collector with the spool's
 request, one attempt at a time, after :data:`FIRST_PROBE` s, then twice as long each time
 it is still down, up to :data:`MAX_PROBE` s. The first request it takes marks it up:
 requests are posted again and the spool drains (while the output has nothing else to
-write). One gate serves the spans, logs and metrics senders (one collector).
+write). One gate serves the spans, logs and metrics senders (one collector). A delay the
+collector asked for (``Retry-After``, ``RetryInfo``: the output's :class:`.delivery.Throttle`)
+holds the probes too: none before it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.delivery import Throttle
 
 FIRST_PROBE = 1.0
 """Seconds from the collector marked down to the first probe."""
@@ -32,8 +36,12 @@ class CollectorGate:
     """Down or up, and when to probe next (thread-safe: the output's thread marks it, the
     summary's reads it)."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, clock: Callable[[], float] = time.monotonic, throttle: Throttle | None = None
+    ) -> None:
         self._clock = clock
+        self._throttle = throttle
+        """The collector's own delay (``Retry-After``, ``RetryInfo``): no probe before it."""
         self._lock = threading.Lock()
         self._down = False
         self._interval = FIRST_PROBE
@@ -62,5 +70,7 @@ class CollectorGate:
 
     def probe_due(self) -> bool:
         """Down, and the time to probe has come."""
+        if self._throttle is not None and self._throttle.left() > 0:
+            return False  # the collector said when: not before
         with self._lock:
             return self._down and self._clock() >= self._next_probe

@@ -4,6 +4,11 @@
 """The output as a stage of its own: a thread that owns the :class:`~.output.Output` and
 calls its ``write`` and ``close``, fed through a :class:`~.bounded_queue.BoundedQueue`.
 
+The queue is the reader's ``sending_queue`` (in memory), bounded in batches and in
+estimated bytes (``--sending-queue-size``, ``--sending-queue-max-mb``); when it is full the
+oldest batches are dropped for the new one, as the Collector keeps the newest, counted
+(``output: queue full (oldest dropped)``).
+
 The read loop hands each batch to :meth:`OutputStage.write`, which never waits: a collector
 that is slow, refuses connections or never answers cannot keep the reader from its buffers
 (or from listening to an app that announces itself). Stopping has a deadline: the stage
@@ -28,10 +33,16 @@ from typing import Any
 from opentelemetry_exporter_userevents.reader.decode.checked_records import CheckedSpan
 from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Telemetry
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint
-from opentelemetry_exporter_userevents.reader.outputs.bounded_queue import BoundedQueue
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.bounded_queue import (
+    OLDEST_DROPPED,
+    BoundedQueue,
+)
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.spool import Spool
+from opentelemetry_exporter_userevents.reader.outputs.exporters.sdk_items import (
+    is_sdk_log,
+    is_sdk_span,
+)
 from opentelemetry_exporter_userevents.reader.outputs.output import Output
-from opentelemetry_exporter_userevents.reader.outputs.sdk_items import is_sdk_log, is_sdk_span
-from opentelemetry_exporter_userevents.reader.outputs.spool import Spool
 
 STAGE = "output"
 MAX_QUEUED_BATCHES = 256
@@ -50,9 +61,13 @@ SAMPLED_ITEMS = 32
 VALUE_BYTES = 64
 """Estimate of each value in an item (a scalar, a container, an entry of a mapping), to
 which a string's or bytes' length is added."""
+OLDEST_REASON = f"{STAGE}: {OLDEST_DROPPED}"
 NOT_DELIVERED = "stop timeout"
 """Why items counted at stop were not delivered."""
 KINDS = ("spans", "logs", "metric points")
+SPOOL_RESERVE = 2.0
+"""Seconds at most, of the time the stop has, kept to spool what was not delivered (at
+most a quarter of the time left)."""
 IDLE_SECONDS = 5.0
 """With nothing to write for this long, the output's ``idle`` runs (a spool is tried)."""
 
@@ -124,8 +139,12 @@ class OutputStage:
         stop_timeout: float,
         max_batches: int = MAX_QUEUED_BATCHES,
         max_bytes: int = MAX_QUEUED_BYTES,
+        drop_oldest: bool = True,
     ) -> None:
         self.output = output
+        self.drop_oldest = drop_oldest
+        """A full queue drops its oldest batches for the new one (the Collector's sending
+        queue); False: the new one is dropped. Counted either way, by reason."""
         self.stop_timeout = stop_timeout
         self.failed = 0
         """The output's ``failed``, and batches its ``write`` raised for; updated by the
@@ -140,6 +159,8 @@ class OutputStage:
         self._lock = threading.Lock()
         self._queued: Counter[str] = Counter()
         self._in_flight: Counter[str] = Counter()
+        self._in_flight_batch: list[Telemetry] | None = None
+        """The batch in the output's ``write``: its ``progress`` tells what of it ended."""
         self.written: Counter[str] = Counter()
         self.dropped: dict[str, Counter[str]] = {}
         """Items by kind, by ``stage: reason``."""
@@ -170,7 +191,16 @@ class OutputStage:
             kinds = Counter(kind_of(item) for item in batch)
             with self._lock:  # counted first: the thread may take it at once
                 self._queued.update(kinds)
-            reason = self.queue.put((batch, kinds), estimated_bytes(batch), self.deadline)
+            size = estimated_bytes(batch)
+            if self.drop_oldest and self.deadline is None:
+                reason, taken = self.queue.put_newest((batch, kinds), size)
+                if taken:
+                    with self._lock:
+                        for _old, old_kinds in taken:
+                            self._queued.subtract(old_kinds)
+                            self.dropped.setdefault(OLDEST_REASON, Counter()).update(old_kinds)
+            else:
+                reason = self.queue.put((batch, kinds), size, self.deadline)
             if reason is not None:
                 with self._lock:
                     self._queued.subtract(kinds)
@@ -197,6 +227,7 @@ class OutputStage:
                     return  # counted as not delivered at stop
                 self._queued.subtract(kinds)
                 self._in_flight = kinds
+                self._in_flight_batch = batch
             try:
                 output.write(batch)
             except Exception:  # noqa: BLE001 - an output that raises loses its batch, counted
@@ -205,6 +236,7 @@ class OutputStage:
                 if self._stopped:
                     return  # the whole batch was counted as not delivered at stop
                 self._in_flight = Counter()
+                self._in_flight_batch = None
                 self.written.update(kinds)
                 self._take_counts(output)
         try:
@@ -253,41 +285,76 @@ class OutputStage:
 
     def close(self) -> None:
         """Deliver what is queued until the deadline (:meth:`stop_by`; else now plus the stop
-        timeout), then count what was not delivered and return, even if the output is stuck."""
+        timeout), then count what was not delivered and return, even if the output is stuck.
+
+        With a spool, the last part of the time left (:data:`SPOOL_RESERVE` s at most, a
+        quarter of it at most) is kept to spool what was not delivered; the spooling runs
+        on a thread of its own, and what it has not spooled by the deadline (a disk that
+        stalls) is counted as not delivered, its writes abandoned (never put in place
+        later): the stop meets its deadline whatever the disk does."""
+        now = time.monotonic()
         if self.deadline is None:
-            self.deadline = time.monotonic() + self.stop_timeout
+            self.deadline = now + self.stop_timeout
+        deadline = self.deadline
+        spool = getattr(self.output, "spool", None)
+        reserve = min(SPOOL_RESERVE, max(0.0, deadline - now) / 4) if spool is not None else 0
         self._closing.set()
         self.queue.close()
-        self._done.wait(max(0.0, self.deadline - time.monotonic()))
+        self._done.wait(max(0.0, deadline - reserve - time.monotonic()))
         with self._lock:
             if self._done.is_set():
                 return
             self._stopped = True
             left = Counter(self._in_flight)
+            left.subtract(_finished(self.output, self._in_flight_batch))
             left.update(self._queued)
+            try:  # what the output's senders delivered of the batch in flight counts too
+                self._take_counts(self.output)
+            except Exception:  # noqa: BLE001 - counts of a stuck output: as of its last write
+                pass
             batches = self.queue.take_all()
             self._queued = Counter()
-        spooled = self._spool_left([batch for batch, _kinds in batches])
+        spooled = self._spool_left([batch for batch, _kinds in batches], deadline)
         with self._lock:
-            self.spooled_at_stop.update(spooled)
+            self.spooled_at_stop.update(+spooled)
             left.subtract(spooled)
             self.not_delivered.update(+left)  # ``failed`` stays as before this batch
 
-    def _spool_left(self, batches: list[list[Telemetry]]) -> Counter[str]:
+    def _spool_left(self, batches: list[list[Telemetry]], deadline: float) -> Counter[str]:
         """With a spool, what the output did not deliver by the deadline goes to it: the
-        requests in flight, then the batches queued (on this thread: the output's may be
-        stuck); the items spooled, by kind."""
+        requests in flight, then the batches queued (on a thread of its own: the output's
+        may be stuck, the disk may stall), until ``deadline``; the items spooled by then,
+        by kind."""
         output = self.output
-        if getattr(output, "spool", None) is None:
+        spool = getattr(output, "spool", None)
+        if spool is None:
             return Counter()
         spooled: Counter[str] = Counter()
-        try:
-            spooled.update(output.spool_in_flight())  # type: ignore[attr-defined]
-            for batch in batches:
-                spooled.update(output.spool_batch(batch))  # type: ignore[attr-defined]
-        except Exception:  # noqa: BLE001 - the rest is counted as not delivered
-            pass
-        return spooled
+        lock = threading.Lock()
+
+        def spool_all() -> None:
+            try:
+                done = output.spool_in_flight()  # type: ignore[attr-defined]
+                with lock:
+                    spooled.update(done)
+                for batch in batches:
+                    done = output.spool_batch(batch)  # type: ignore[attr-defined]
+                    with lock:
+                        spooled.update(done)
+            except Exception:  # noqa: BLE001 - the rest is counted as not delivered
+                pass
+
+        thread = threading.Thread(target=spool_all, name="otel-userevents spool at stop")
+        thread.daemon = True  # a disk stalled in fsync must not keep the process alive
+        thread.start()
+        thread.join(max(0.0, deadline - time.monotonic()))
+        if thread.is_alive():
+            try:
+                spool.abandon()  # what is still being written is not put in place later
+            except Exception:  # noqa: BLE001 - a spool of another kind; counted all the same
+                pass
+        with lock:
+            return Counter(spooled)
 
     def counts(self) -> tuple[int, Counter[str]]:
         """Batches queued, and the items queued or in flight by kind."""
@@ -345,6 +412,16 @@ def spool_parts(spool: Spool) -> list[str]:
 def _kinds(counts: Counter[str]) -> Counter[str]:
     """The spool's kinds as the summary names them."""
     return Counter({"metric points" if k == "metrics" else k: n for k, n in counts.items()})
+
+
+def _finished(output: Output, batch: list[Telemetry] | None) -> Counter[str]:
+    """Of ``batch``, in the output's ``write``, the items whose requests ended (taken, or
+    failed and counted in ``failed``), by kind: its ``progress``, if it keeps one for that
+    batch (a half-sent batch at stop: its spans taken, its logs not)."""
+    progress = getattr(output, "progress", None)
+    if batch is None or not isinstance(progress, tuple) or progress[0] is not batch:
+        return Counter()
+    return Counter(progress[1])
 
 
 def _failed_by_reason(output: Output) -> Counter[str]:
