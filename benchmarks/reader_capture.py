@@ -53,7 +53,7 @@ from testbed import guest
 
 KINDS = ("span", "log", "metric")
 STAT = {"span": "spans", "log": "logs", "metric": "metric_points"}
-"""The ``RebuildStats`` count of each phase's items."""
+"""The ``JoinStats`` count of each phase's items."""
 WHAT = {"span": "spans", "log": "logs", "metric": "metric points"}
 ATTRIBUTE_SETS = 10
 """Attribute sets per instrument: 3 instruments x 10 = 30 metric points per collection."""

@@ -13,7 +13,7 @@ exporter) go into a reader's instance, single-format, and the raw ``trace_pipe_r
 are saved (``benchmarks/reader_capture.py``, which also keeps a perf.data of the same
 records); then, on the host, it times each stage of the reader on one core, for each kind:
 decoding those pages into records (``RecordDecoder``: the target is 100,000
-records/s), rebuilding them (``Rebuilder``), and writing OTLP/JSON lines to a file on disk
+records/s), rebuilding them (``JoinStage``), and writing OTLP/JSON lines to a file on disk
 (the goal, end to end: 40,000 spans/s), both ways side by side in one run: checked records
 written straight (``otlp_json_direct``, what the reader does) and through SDK objects, the
 OTLP encoder and ``MessageToDict`` (what it did before; metric points still go this way
@@ -46,7 +46,7 @@ from benchmarks.reader_capture import (  # noqa: E402
 )
 from opentelemetry_exporter_userevents.abi import parse_format  # noqa: E402
 from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder  # noqa: E402
-from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder  # noqa: E402
+from opentelemetry_exporter_userevents.reader.join.join_stage import JoinStage  # noqa: E402
 from opentelemetry_exporter_userevents.reader.outputs.exporters.sdk_objects import sdk_objects  # noqa: E402
 from opentelemetry_exporter_userevents.reader.outputs.output import (  # noqa: E402
     OtlpJsonOutput,
@@ -67,11 +67,11 @@ PAGES_PER_READ = 100
 
 def _with_workers(
     pool: WorkerPool, pages: list[bytes], formats: list[str], out: Any
-) -> tuple[Rebuilder, OtlpJsonOutput]:
+) -> tuple[JoinStage, OtlpJsonOutput]:
     """Pages to OTLP/JSON lines as ``record --workers N`` does: each read's pages split
     into a chunk per worker, one read in flight while the main process rebuilds and
     writes the read before (records in page order, as the one-core path here)."""
-    rebuilder = Rebuilder(resource_wait=float("inf"))
+    join_stage = JoinStage(resource_wait=float("inf"))
     output = OtlpJsonOutput(out)
     size = -(-PAGES_PER_READ // pool.count)
     in_flight: list[int] = []
@@ -80,7 +80,7 @@ def _with_workers(
         records: list[Any] = []
         for ticket in in_flight:
             records += pool.result(ticket)
-        output.write(rebuilder.add(records))
+        output.write(join_stage.add(records))
 
     for first in range(0, len(pages), PAGES_PER_READ):
         read = pages[first : first + PAGES_PER_READ]
@@ -88,8 +88,8 @@ def _with_workers(
         deliver()
         in_flight = tickets
     deliver()
-    output.write(rebuilder.flush())
-    return rebuilder, output
+    output.write(join_stage.flush())
+    return join_stage, output
 
 
 def _formats(captured: dict[str, Any]) -> list[str]:
@@ -107,7 +107,7 @@ class _SdkOtlpJsonOutput(OtlpJsonOutput):
 
 
 def replay(
-    decoder: RecordDecoder, pages: list[bytes], rebuilder: Rebuilder, output: Output
+    decoder: RecordDecoder, pages: list[bytes], join_stage: JoinStage, output: Output
 ) -> dict[str, float]:
     """The reader's loop over ``pages``, read after read: decode, rebuild, write; then the
     records still waiting. Seconds spent in each stage."""
@@ -117,14 +117,14 @@ def replay(
         start = clock()
         read = decoder.decode_pages(pages[first : first + PAGES_PER_READ])
         decoded = clock()
-        rebuilt = rebuilder.add(read)
+        rebuilt = join_stage.add(read)
         done = clock()
         output.write(rebuilt)
         written = clock()
         spent["decode"] += decoded - start
         spent["rebuild"] += done - decoded
         spent["output"] += written - done
-    output.write(rebuilder.flush())
+    output.write(join_stage.flush())
     return spent
 
 
@@ -133,7 +133,7 @@ def measure(path: Path, repeat: int, workers: tuple[int, ...] = (2,)) -> dict[st
     spans and then the logs of the capture.
 
     As ``record`` and ``decode`` run: a read's pages are decoded (``RecordDecoder``),
-    rebuilt (``Rebuilder``: checked records joined to their resource; the sdk and tree paths
+    rebuilt (``JoinStage``: checked records joined to their resource; the sdk and tree paths
     build SDK objects from them at the output) and
     written (OTLP/JSON lines, or the tree view), read after read; the file is synced at the
     end. Each round runs every path, one after the other, so their ratio comes from one
@@ -188,9 +188,9 @@ def _measure_kind(
                                ("tree", TreeOutput)):  # fmt: skip
                 with open(files[name], "w", encoding="utf-8") as out:
                     started = clock()
-                    rebuilder = Rebuilder(resource_wait=float("inf"))
+                    join_stage = JoinStage(resource_wait=float("inf"))
                     output = make(out)
-                    spent = replay(decoder, pages, rebuilder, output)
+                    spent = replay(decoder, pages, join_stage, output)
                     output.close()
                     out.flush()
                     os.fsync(out.fileno())
@@ -198,8 +198,8 @@ def _measure_kind(
                 if elapsed < best.get(name, float("inf")):
                     best[name] = elapsed
                     stages[name] = {stage: t / elapsed for stage, t in spent.items()}
-                assert getattr(rebuilder.stats, STAT[kind]) == count, f"every {kind} rebuilt"
-                assert output.failed == 0 and rebuilder.stats.without_resource == 0
+                assert getattr(join_stage.stats, STAT[kind]) == count, f"every {kind} rebuilt"
+                assert output.failed == 0 and join_stage.stats.without_resource == 0
             for workers, pool in (pools or {}).items():  # the same rounds, side by side
                 name = f"workers_{workers}"
                 files[name] = Path(directory) / name

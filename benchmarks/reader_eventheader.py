@@ -14,7 +14,7 @@ in our format (single-format, as ``reader_decode.py`` captures) and with
 ``trace_pipe_raw`` pages are saved. Then, on the host, it replays each format's pages as
 ``record`` reads them, read after read on one core, both formats in every round (best of
 ``--repeat``): decoding pages into records (``RecordDecoder``), checking them
-(``Rebuilder``: our records' validation and resource join; EventHeader's validation
+(``JoinStage``: our records' validation and resource join; EventHeader's validation
 boundary and Common Schema mapping), and writing OTLP/JSON lines to a file on disk. It
 prints each format's rate at each of the three points, and EventHeader's as a ratio of
 ours. An EventHeader record is split from its page as ours are, but its fields are parsed
@@ -48,7 +48,7 @@ from opentelemetry_exporter_userevents import (  # noqa: E402
 from opentelemetry_exporter_userevents.abi import parse_format  # noqa: E402
 from opentelemetry_exporter_userevents.reader import TraceReader  # noqa: E402
 from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder  # noqa: E402
-from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder  # noqa: E402
+from opentelemetry_exporter_userevents.reader.join.join_stage import JoinStage  # noqa: E402
 from opentelemetry_exporter_userevents.reader.outputs.output import OtlpJsonOutput  # noqa: E402
 
 PREFIX = "bench"
@@ -129,9 +129,9 @@ def measure(captured: dict[str, Any], repeat: int) -> dict[str, Any]:
             for name, pages in phases.items():
                 with open(Path(directory) / name, "w", encoding="utf-8") as out:
                     started = clock()
-                    rebuilder = Rebuilder(resource_wait=float("inf"))
+                    join_stage = JoinStage(resource_wait=float("inf"))
                     output = OtlpJsonOutput(out)
-                    spent = replay(decoders[name], pages, rebuilder, output)
+                    spent = replay(decoders[name], pages, join_stage, output)
                     output.close()
                     out.flush()
                     os.fsync(out.fileno())
@@ -140,7 +140,7 @@ def measure(captured: dict[str, Any], repeat: int) -> dict[str, Any]:
                 times = {"decoded": spent["decode"], "checked": checked, "otlp_json": elapsed}
                 for point, seconds in times.items():
                     best[name][point] = min(seconds, best[name].get(point, float("inf")))
-                stats = rebuilder.stats
+                stats = join_stage.stats
                 if stats.invalid or stats.without_resource or output.failed:
                     raise AssertionError(f"{name}: {stats}, {output.failed} failed to write")
                 counts[name] = {"spans": stats.spans, "pages": len(pages)}

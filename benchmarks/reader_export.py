@@ -60,7 +60,7 @@ from benchmarks.reader_capture import STAT, WHAT, of_kind, run_capture  # noqa: 
 from benchmarks.reader_decode import replay  # noqa: E402
 from opentelemetry_exporter_userevents.abi import parse_format  # noqa: E402
 from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder  # noqa: E402
-from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder  # noqa: E402
+from opentelemetry_exporter_userevents.reader.join.join_stage import JoinStage  # noqa: E402
 from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutput  # noqa: E402
 
 PATHS = {
@@ -182,15 +182,15 @@ def _measure_kind(
             output = ExporterOutput("otlp_proto_http", direct=direct)
             assert output.sdk_objects is not direct, "the direct path is there"
             started = clock()
-            rebuilder = Rebuilder(resource_wait=float("inf"))
-            spent = replay(decoder, pages, rebuilder, output)
+            join_stage = JoinStage(resource_wait=float("inf"))
+            spent = replay(decoder, pages, join_stage, output)
             elapsed = clock() - started
             output.close()
             if elapsed < best.get(name, float("inf")):
                 best[name] = elapsed
                 stages[name] = {stage: t / elapsed for stage, t in spent.items()}
-            assert getattr(rebuilder.stats, STAT[kind]) == count, f"every {kind} rebuilt"
-            assert output.failed == 0 and rebuilder.stats.without_resource == 0
+            assert getattr(join_stage.stats, STAT[kind]) == count, f"every {kind} rebuilt"
+            assert output.failed == 0 and join_stage.stats.without_resource == 0
             # Outside the timed part: what the receiver got.
             got = _collect(url)
             assert {p for p, _ in got} == {SIGNAL_PATH[kind]}, {p for p, _ in got}

@@ -41,7 +41,7 @@ from opentelemetry_exporter_userevents._export import otlp_metrics_encoder as en
 from opentelemetry_exporter_userevents.abi.format import parse_format
 from opentelemetry_exporter_userevents.reader.decode import otlp_metrics as reader_otlp_metrics
 from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder, TraceRecord
-from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.join.join_stage import JoinStage
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import metrics_data
 from opentelemetry_exporter_userevents.record.otlp_metrics import MAX_BUFFER
 from tests.support.fake_kernel import FakeKernel
@@ -53,7 +53,7 @@ CUMULATIVE = AggregationTemporality.CUMULATIVE
 NAME = "otlp_metrics"
 
 
-def rebuilt(payloads: list[bytes]) -> tuple[list[Any], Rebuilder]:
+def rebuilt(payloads: list[bytes]) -> tuple[list[Any], JoinStage]:
     """What the reader makes of these records: the decoder, then the join's rebuild."""
     decoder = RecordDecoder("nosuch", providers=["*"])
     decoder.add(parse_format(otlp_metrics_format(EVENT_ID)))
@@ -62,8 +62,8 @@ def rebuilt(payloads: list[bytes]) -> tuple[list[Any], Rebuilder]:
         event = data_event(0, record(EVENT_ID, raw))
         decoder.decode_page(page(1000 + n, [event], size=len(event) + 64), records)
     assert decoder.stats.undecodable == 0
-    rebuilder = Rebuilder(resource_wait=float("inf"))
-    return rebuilder.add(records) + rebuilder.flush(), rebuilder
+    join_stage = JoinStage(resource_wait=float("inf"))
+    return join_stage.add(records) + join_stage.flush(), join_stage
 
 
 def one_point_each(data: MetricsData) -> list[MetricsData]:
@@ -131,8 +131,8 @@ def test_each_point_is_one_request_the_reader_rebuilds_as_the_sdk_made_it(monkey
     singles = one_point_each(data)
     assert len(payloads) == len(singles) == 7 and exporter.stats.written == 7
     for payload, single in zip(payloads, singles, strict=True):
-        points, rebuilder = rebuilt([payload])
-        assert rebuilder.stats.invalid == 0 and rebuilder.stats.metric_points == 1
+        points, join_stage = rebuilt([payload])
+        assert join_stage.stats.invalid == 0 and join_stage.stats.metric_points == 1
         assert encode_metrics(metrics_data(points)) == encode_metrics(single)
 
 
@@ -147,7 +147,7 @@ def test_the_request_is_the_sdk_encoders_with_exemplars_and_every_kind(monkeypat
         assert payload[:12] == b"\0\0\0\0v0.19.00"
         assert int.from_bytes(payload[12:16], "little") == (len(payload) - 16) << 16
         assert ExportMetricsServiceRequest.FromString(payload[16:]) == encode_metrics(single)
-        points, rebuilder = rebuilt([payload])
+        points, join_stage = rebuilt([payload])
         assert encode_metrics(metrics_data(points)) == encode_metrics(single)
 
 

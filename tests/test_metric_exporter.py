@@ -36,7 +36,7 @@ from opentelemetry_exporter_userevents import UserEventsMetricExporter, UserEven
 from opentelemetry_exporter_userevents._export.metric_encoder import encode_point
 from opentelemetry_exporter_userevents.metric_exporter import data_points
 from opentelemetry_exporter_userevents.reader.decode.decoder import TraceRecord
-from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.join.join_stage import JoinStage
 from opentelemetry_exporter_userevents.reader.outputs.exporters import otlp_json
 from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutput, TreeOutput
 from opentelemetry_exporter_userevents.record import anyvalue, tracepoints
@@ -140,16 +140,16 @@ def _records(data) -> list[TraceRecord]:
 
 def test_records_rebuild_the_sdks_own_otlp_json():
     data = _collection()
-    rebuilder = Rebuilder()
-    points = rebuilder.add(_records(data))
-    assert rebuilder.stats.metric_points == len(points) == 9
+    join_stage = JoinStage()
+    points = join_stage.add(_records(data))
+    assert join_stage.stats.metric_points == len(points) == 9
     assert otlp_json.metrics_request(points) == otlp_json.metrics_data_request(data)
 
 
 def test_the_tree_view_shows_one_readable_line_per_point():
     out = io.StringIO()
     tree = TreeOutput(out)
-    tree.write(Rebuilder().add(_records(_collection())))
+    tree.write(JoinStage().add(_records(_collection())))
     tree.close()
     lines = out.getvalue().splitlines()
     assert len(lines) == 9
@@ -163,7 +163,7 @@ def test_points_re_export_through_a_metrics_exporter_entry_point():
     output = ExporterOutput("console")
     assert output.metrics is not None
     output.metrics.out = printed = io.StringIO()
-    output.write(Rebuilder().add(_records(_collection())))
+    output.write(JoinStage().add(_records(_collection())))
     output.close()
     assert output.failed == 0
     assert '"name": "og"' in printed.getvalue()

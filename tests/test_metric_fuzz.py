@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from opentelemetry_exporter_userevents.reader.decode.decoder import TraceRecord
-from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.join.join_stage import JoinStage
 from opentelemetry_exporter_userevents.reader.outputs.output import OtlpJsonOutput, TreeOutput
 from opentelemetry_exporter_userevents.record import anyvalue, tracepoints
 from opentelemetry_exporter_userevents.record.schema import METRIC_HISTOGRAM, METRIC_NUMBER
@@ -116,9 +116,9 @@ def metric_records(draw: st.DrawFn) -> TraceRecord:
 @given(records=st.lists(metric_records(), min_size=1, max_size=5))
 def test_forged_metric_records_are_rebuilt_or_counted_never_raised(records):
     assert {METRIC_NUMBER, METRIC_HISTOGRAM} == set(tracepoints.METRIC_KINDS.values())
-    rebuilder = Rebuilder(resource_wait=0)
-    points = rebuilder.add(records) + rebuilder.flush()
-    assert len(points) + rebuilder.stats.invalid == len(records)
+    join_stage = JoinStage(resource_wait=0)
+    points = join_stage.add(records) + join_stage.flush()
+    assert len(points) + join_stage.stats.invalid == len(records)
     tree = TreeOutput(io.StringIO())
     tree.write(points)
     assert tree.view.out.getvalue().count("\n") == len(points)

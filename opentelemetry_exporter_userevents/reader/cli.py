@@ -5,7 +5,7 @@
 
 ``status`` lists our tracepoints, their format versions and who listens. ``record`` reads
 them through a private tracefs instance (:mod:`.trace_reader`), rebuilds spans and logs
-(:mod:`.rebuild`) and writes them to an output (:mod:`.outputs`): OTLP/JSON lines, a tree
+(:mod:`.join_stage`) and writes them to an output (:mod:`.outputs`): OTLP/JSON lines, a tree
 view, or any installed OpenTelemetry exporter by its entry-point name; with ``--capture`` it
 keeps the pages in a trace.dat instead. ``decode`` rebuilds spans and logs from a trace.dat
 or perf.data (:mod:`.capture`), as ``record`` would have. ``hist`` has the kernel count spans

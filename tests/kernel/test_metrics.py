@@ -28,7 +28,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from opentelemetry_exporter_userevents import UserEventsMetricExporter, UserEventsMetricReader
 from opentelemetry_exporter_userevents.reader import TraceReader
-from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.join.join_stage import JoinStage
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint
 from opentelemetry_exporter_userevents.reader.outputs.exporters import otlp_json
 from opentelemetry_exporter_userevents.record import flags
@@ -51,11 +51,11 @@ class CapturingExporter(UserEventsMetricExporter):
         return super().export(metrics_data, timeout_millis, **kwargs)
 
 
-def _read_points(reader: TraceReader, rebuilder: Rebuilder, count: int) -> list[MetricPoint]:
+def _read_points(reader: TraceReader, join_stage: JoinStage, count: int) -> list[MetricPoint]:
     points: list[MetricPoint] = []
 
     def more() -> bool:
-        points.extend(p for p in rebuilder.add(reader.read()) if isinstance(p, MetricPoint))
+        points.extend(p for p in join_stage.add(reader.read()) if isinstance(p, MetricPoint))
         return len(points) >= count
 
     assert wait_until(more, timeout=60), f"{len(points)} of {count} points arrived"
@@ -152,7 +152,7 @@ def test_every_instrument_comes_back_as_the_sdks_own_otlp_encoding(
             metric_reader.force_flush()
             expected = [otlp_json.metrics_data_request(d) for d in exporter.captured]
             total = sum(_count(d) for d in exporter.captured)
-            points = _read_points(reader, Rebuilder(), total)
+            points = _read_points(reader, JoinStage(), total)
             assert reader.lost == 0 and reader.decoder.stats.undecodable == 0
     finally:
         provider.shutdown()
@@ -201,7 +201,7 @@ def test_oversized_histograms_arrive_merged_with_their_counts_and_marks(tracefs,
                 histogram.record(i + 0.5, many)
             meter.create_counter("attributes").add(1, many)
             metric_reader.force_flush()
-            points = _read_points(reader, Rebuilder(), 2)
+            points = _read_points(reader, JoinStage(), 2)
     finally:
         provider.shutdown()
 
@@ -228,7 +228,7 @@ def test_a_listener_arriving_later_sees_the_next_cycle(tracefs, prefix):
         assert wait_until(lambda: metric_reader.skipped >= 3, timeout=10)
         assert exporter.captured == []
         with TraceReader(tracefs, prefix, rescan_interval=0.1) as reader:
-            points = _read_points(reader, Rebuilder(), 1)
+            points = _read_points(reader, JoinStage(), 1)
         assert points[0].name == "ticks" and points[0].point.value == 1
         skipped = metric_reader.skipped
         assert wait_until(lambda: metric_reader.skipped > skipped, timeout=10)

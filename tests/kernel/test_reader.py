@@ -39,7 +39,7 @@ from opentelemetry_exporter_userevents._export.span_encoder import encode_span
 from opentelemetry_exporter_userevents.abi import USER_EVENTS_MULTI_SYSTEM, UserEventsData
 from opentelemetry_exporter_userevents.abi.ring_buffer import FTRACE_MAX_PAYLOAD
 from opentelemetry_exporter_userevents.reader import ReaderError, TraceReader, cli
-from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.join.join_stage import JoinStage
 from opentelemetry_exporter_userevents.reader.live.trace_reader import INSTANCE_PREFIX
 from opentelemetry_exporter_userevents.reader.outputs.exporters import otlp_json
 from opentelemetry_exporter_userevents.reader.outputs.output import OtlpJsonOutput
@@ -162,12 +162,12 @@ def _app(prefix: str, ready: Pipe | None = None, go: Pipe | None = None) -> dict
     }
 
 
-def _read_all(reader: TraceReader, rebuilder: Rebuilder, until, timeout: float = 60.0):
+def _read_all(reader: TraceReader, join_stage: JoinStage, until, timeout: float = 60.0):
     """Read until ``until(items)`` holds; return the rebuilt items."""
     items: list = []
     deadline = time.monotonic() + timeout
     while True:
-        items += rebuilder.add(reader.read())
+        items += join_stage.add(reader.read())
         if until(items) or time.monotonic() > deadline:
             return items
         time.sleep(0.1)
@@ -221,7 +221,7 @@ def test_reader_rebuilds_a_two_process_trace_and_logs_as_the_apps_own_otlp_json(
     else:
         reader, result = _run_app_with_reader_after(tracefs, prefix)
     try:
-        items = _read_all(reader, Rebuilder(), lambda items: len(items) >= 2 + 26)
+        items = _read_all(reader, JoinStage(), lambda items: len(items) >= 2 + 26)
     finally:
         reader.close()
 

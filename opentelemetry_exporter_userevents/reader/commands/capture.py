@@ -29,7 +29,7 @@ from opentelemetry_exporter_userevents.reader.commands.common import (
     stop_signals,
     workers_of,
 )
-from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.join.join_stage import JoinStage
 from opentelemetry_exporter_userevents.reader.live.trace_reader import TraceReader
 from opentelemetry_exporter_userevents.reader.pipeline.decode_stage import DecodeStage
 from opentelemetry_exporter_userevents.reader.pipeline.pipeline import Pipeline
@@ -166,11 +166,11 @@ def decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     decode_stage = DecodeStage(decoded.decoder, workers)
     output = output_of(args, out, workers)
     # the whole file is there: no waiting
-    rebuilder = Rebuilder(
+    join_stage = JoinStage(
         resource_wait=float("inf"),
         span_enricher=kernel_run.view if kernel_run is not None else None,
     )
-    pipeline = Pipeline(decode_stage, rebuilder, output)
+    pipeline = Pipeline(decode_stage, join_stage, output)
     damaged: CaptureError | None = None
     failed: WorkerError | None = None
     try:
@@ -198,7 +198,7 @@ def decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     parts = [
         f"{stats.records} records of {len(decoded.tracepoints)} tracepoints in {elapsed:.1f} s",
         f"{stats.pages_with_missed_events} pages after lost events",
-        *rebuilt_parts(rebuilder, stats, output),
+        *rebuilt_parts(join_stage, stats, output),
     ]
     if kernel_run is not None:
         parts += capture_kernel.kernel_parts(kernel_run.view)

@@ -8,7 +8,7 @@ the scheduler's and syscalls' records the same file holds; and ``record --captur
 Two passes over the file: the first counts the kernel's records by group, notes each CPU's
 first record and the losses, and estimates the clock from our spans
 (:mod:`..views.kernel_capture_clock`); the second feeds the kernel's records to the
-timeline and ours to the rebuilder, in time order, each at most :data:`.BATCH` records
+timeline and ours to the join_stage, in time order, each at most :data:`.BATCH` records
 behind the other (so a span is summed once every kernel record before its own is in)."""
 
 from __future__ import annotations

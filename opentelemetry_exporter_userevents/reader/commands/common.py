@@ -23,7 +23,7 @@ from opentelemetry_exporter_userevents.reader.decode.eventheader_records import 
     ANY_PROVIDER,
     is_provider,
 )
-from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.join.join_stage import JoinStage
 from opentelemetry_exporter_userevents.reader.live.trace_reader import TraceReader
 from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.delivery import RetryOnFailure
 from opentelemetry_exporter_userevents.reader.outputs.output import (
@@ -193,10 +193,10 @@ def output_of(args: argparse.Namespace, out: TextIO, workers: int = 1) -> Output
     return OtlpJsonOutput(out)
 
 
-def rebuilt_parts(rebuilder: Rebuilder, decoded: DecoderStats, output: Output) -> list[str]:
+def rebuilt_parts(join_stage: JoinStage, decoded: DecoderStats, output: Output) -> list[str]:
     """What was rebuilt, from whom, and every count of what was not; texts that writers
     chose (service names) escaped for the terminal."""
-    rebuilt = rebuilder.stats
+    rebuilt = join_stage.stats
     parts = [
         f"{rebuilt.spans} spans and {rebuilt.logs} logs rebuilt",
         f"{rebuilt.resources} resources",
@@ -210,7 +210,7 @@ def rebuilt_parts(rebuilder: Rebuilder, decoded: DecoderStats, output: Output) -
             named += f" and {others} records of other services"
         parts.append("from " + named)
     if rebuilt.invalid:
-        parts.append(invalid_part(rebuilder))
+        parts.append(invalid_part(join_stage))
     for label, count in (
         ("metric points rebuilt", rebuilt.metric_points),
         ("without resource", rebuilt.without_resource),
@@ -221,14 +221,14 @@ def rebuilt_parts(rebuilder: Rebuilder, decoded: DecoderStats, output: Output) -
             decoded.other_prefixes,
         ),
         ("corrupt pages", decoded.corrupt_pages),
-        ("waiting for a resource", rebuilder.pending),
+        ("waiting for a resource", join_stage.pending),
         ("released early: too many waiting for a resource", rebuilt.pending_evicted),
         ("resources forgotten: too many resources", rebuilt.resources_evicted),
         ("not written (the output refused them)", output.failed),
     ):
         if count:
             parts.append(f"{count} {label}")
-    views = rebuilder.process_views
+    views = join_stage.process_views
     if views is not None:
         seen = views.stats
         if seen.gone_records:
@@ -246,9 +246,9 @@ SHOWN_REASONS = 4
 SHOWN_PIDS = 4
 
 
-def invalid_part(rebuilder: Rebuilder) -> str:
+def invalid_part(join_stage: JoinStage) -> str:
     """``N invalid (reason: n, ...; by writer pid P: n, ...)``: the largest counts."""
-    stats = rebuilder.stats
+    stats = join_stage.stats
     reasons = "; ".join(
         f"{reason}: {count}" for reason, count in _largest(stats.invalid_reasons, SHOWN_REASONS)
     )

@@ -27,7 +27,7 @@ from opentelemetry_exporter_userevents.reader.commands.common import (
     tracefs_of,
     workers_of,
 )
-from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.join.join_stage import JoinStage
 from opentelemetry_exporter_userevents.reader.live.trace_reader import TraceReader
 from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.output_stage import OutputStage
 from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.spool import Spool
@@ -98,7 +98,7 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         events = KernelEvents(reader.tracefs, reader.decoder.layout, groups)
         events.timeline.budget.per_process = args.kernel_budget
         kernel = KernelView(events, int(args.kernel_wait_threshold * 1_000_000))
-    rebuilder = Rebuilder(
+    join_stage = JoinStage(
         resource_wait=args.resource_wait,
         process_views=views,
         span_enricher=kernel,
@@ -107,7 +107,7 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     health = _health_reporter(args, destination, started)
     pipeline = Pipeline(
         DecodeStage(reader.decoder, workers, encode_spans=kernel is None),
-        rebuilder,
+        join_stage,
         output,
         LiveSource(reader),
         kernel,
@@ -136,11 +136,11 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 found = pipeline.step()
                 now = time.monotonic()
                 if (args.progress or err.isatty()) and now >= next_progress:
-                    err.write(_summary(reader, rebuilder, output, started, "") + "\n")
+                    err.write(_summary(reader, join_stage, output, started, "") + "\n")
                     err.flush()
                     next_progress = now + PROGRESS_INTERVAL
                 if health is not None and health.due(now):
-                    health.report(reader, rebuilder, output, now)
+                    health.report(reader, join_stage, output, now)
                 return found
 
             deadline = started + args.duration if args.duration else None
@@ -153,7 +153,7 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             pipeline.flush()
             if health is not None:  # once at stop: the last counts, what was queued delivered
                 output.wait_idle(output.deadline or time.monotonic())
-                health.report(reader, rebuilder, output, time.monotonic())
+                health.report(reader, join_stage, output, time.monotonic())
     finally:
         pipeline.close(output.deadline)
         if kernel is not None:
@@ -164,7 +164,7 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         err.write(f"otel-userevents: {printable(reader.cleanup_error)}\n")
     if health is not None and health.error:
         err.write(f"otel-userevents: {printable(health.error)}\n")
-    err.write(_summary(reader, rebuilder, output, started, stop_reason) + "\n")
+    err.write(_summary(reader, join_stage, output, started, stop_reason) + "\n")
     if failed is not None:
         err.write(f"otel-userevents: {printable(str(failed))}\n")
     err.flush()
@@ -193,7 +193,7 @@ def _health_reporter(
 
 
 def _summary(
-    reader: TraceReader, rebuilder: Rebuilder, output: OutputStage, started: float, stop: str
+    reader: TraceReader, join_stage: JoinStage, output: OutputStage, started: float, stop: str
 ) -> str:
     elapsed = time.monotonic() - started
     decoded = reader.decoder.stats
@@ -207,16 +207,16 @@ def _summary(
     parts = [
         f"{decoded.records} records in {elapsed:.1f} s ({rate(decoded.records, elapsed)})",
         lost,
-        *rebuilt_parts(rebuilder, decoded, output),
+        *rebuilt_parts(join_stage, decoded, output),
         *output.parts(),
         *discovery_parts(reader),
     ]
-    if rebuilder.span_enricher is not None:
+    if join_stage.span_enricher is not None:
         from opentelemetry_exporter_userevents.reader.views.kernel_view import (  # noqa: PLC0415
             kernel_parts,
         )
 
-        parts += kernel_parts(rebuilder.span_enricher)
+        parts += kernel_parts(join_stage.span_enricher)
     head = "otel-userevents: " + ("stopped (" + stop + "): " if stop else "")
     return head + ", ".join(parts)
 

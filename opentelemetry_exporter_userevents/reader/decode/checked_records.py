@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 Attributes = dict[str, Any]
 """Decoded attributes: str keys, values as the value encoding gives them (lists, not
-tuples; the rebuilder turns them into what the SDK keeps)."""
+tuples; the join_stage turns them into what the SDK keeps)."""
 
 TraceStatePairs = tuple[tuple[str, str], ...]
 

@@ -1,7 +1,7 @@
 # Copyright The OpenTelemetry Authors
 # SPDX-License-Identifier: Apache-2.0
 
-"""What the join (:class:`~.rebuild.Rebuilder`: resources, records waiting for theirs,
+"""What the join (:class:`~.join_stage.JoinStage`: resources, records waiting for theirs,
 scopes, counts) takes past the validation boundary, whoever checked the record.
 
 In-process, a span, log or metric point is a checked record (:mod:`.checked_records`).

@@ -17,7 +17,7 @@ from opentelemetry_exporter_userevents.record.tracepoints import SPAN_KIND
 
 
 class JoinedRecord(NamedTuple):
-    """A span or log with the resource and scope objects it was joined to (the rebuilder
+    """A span or log with the resource and scope objects it was joined to (the join_stage
     keeps one per distinct value): what a ReadableSpan or ReadableLogRecord would be built
     from; with ``--workers``, its OTLP/JSON item (:class:`.EncodedRecord`) instead."""
 

@@ -154,12 +154,12 @@ def _signals(kinds: Counter[str] | dict[str, int]) -> dict[str, int]:
     return {SIGNALS.get(kind, kind): count for kind, count in kinds.items() if count}
 
 
-def gather(reader: Any, rebuilder: Any, stage: Any, start_time_ns: int) -> Health:
+def gather(reader: Any, join_stage: Any, stage: Any, start_time_ns: int) -> Health:
     """A snapshot of what the summary shows: the reader's records read and lost, the
-    rebuilder's invalid records, and the output stage's (:class:`.OutputStage`) queue,
+    join_stage's invalid records, and the output stage's (:class:`.OutputStage`) queue,
     drops, spool and what its senders delivered (as of the output's last write)."""
     decoded = reader.decoder.stats
-    invalid = dict(rebuilder.stats.invalid_reasons)
+    invalid = dict(join_stage.stats.invalid_reasons)
     if decoded.undecodable:
         invalid["undecodable"] = decoded.undecodable
     batches, waiting = stage.counts()
@@ -175,7 +175,7 @@ def gather(reader: Any, rebuilder: Any, stage: Any, start_time_ns: int) -> Healt
         queue_batches=batches,
         queue_bytes=queue_bytes,
     )
-    health.kernel_dropped = _kernel_dropped(rebuilder)
+    health.kernel_dropped = _kernel_dropped(join_stage)
     dropped, not_delivered, delivered = stage.health_counts()
     for where, kinds in sorted(dropped.items()):
         stage_name, _, reason = where.partition(": ")
@@ -204,10 +204,10 @@ def gather(reader: Any, rebuilder: Any, stage: Any, start_time_ns: int) -> Healt
     return health
 
 
-def _kernel_dropped(rebuilder: Any) -> dict[str, int]:
+def _kernel_dropped(join_stage: Any) -> dict[str, int]:
     """The kernel view's events over their process's budget, by pid (its
-    ``kernel_event_budget.EventBudget``, when the rebuilder has a kernel view)."""
-    events = getattr(getattr(rebuilder, "span_enricher", None), "events", None)
+    ``kernel_event_budget.EventBudget``, when the join_stage has a kernel view)."""
+    events = getattr(getattr(join_stage, "span_enricher", None), "events", None)
     budget = getattr(getattr(events, "timeline", None), "budget", None)
     counts: dict[str, int] = {}
     for key, count in budget.by_process() if budget is not None else ():
@@ -426,9 +426,9 @@ class HealthReporter:
     def due(self, now: float) -> bool:
         return self.interval > 0 and now >= self.next
 
-    def report(self, reader: Any, rebuilder: Any, stage: Any, now: float) -> None:
+    def report(self, reader: Any, join_stage: Any, stage: Any, now: float) -> None:
         self.next = now + self.interval
-        health = gather(reader, rebuilder, stage, self.start_time_ns)
+        health = gather(reader, join_stage, stage, self.start_time_ns)
         if self.directory is not None:
             try:
                 write_health_file(self.directory, health)

@@ -17,7 +17,7 @@ from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeAlias
 
 from opentelemetry_exporter_userevents.reader.decode.checked_records import CheckedLog, CheckedSpan
-from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Telemetry
+from opentelemetry_exporter_userevents.reader.join.join_stage import JoinedRecord, Telemetry
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint, metrics_data
 from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.collector_gate import (
     CollectorGate,

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from opentelemetry_exporter_userevents.reader.join.rebuild import Incoming, Rebuilder
+from opentelemetry_exporter_userevents.reader.join.join_stage import Incoming, JoinStage
 from opentelemetry_exporter_userevents.reader.outputs.output import Output
 from opentelemetry_exporter_userevents.reader.pipeline.decode_stage import DecodeStage
 from opentelemetry_exporter_userevents.reader.pipeline.live_source import LiveSource
@@ -33,7 +33,7 @@ class Pipeline:
     def __init__(
         self,
         decode: DecodeStage,
-        join: Rebuilder,
+        join: JoinStage,
         delivery: Output,
         source: LiveSource | None = None,
         kernel: KernelView | None = None,

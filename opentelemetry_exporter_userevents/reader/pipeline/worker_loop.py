@@ -50,7 +50,7 @@ from opentelemetry_exporter_userevents.reader.outputs.exporters.otlp_json_direct
 from opentelemetry_exporter_userevents.record.tracepoints import LOG_KIND, SPAN_KIND
 
 Decoded = TraceRecord | EncodedRecord | RejectedRecord | CheckedSpan
-"""A record as a worker sends it back (what :meth:`.Rebuilder.add` takes)."""
+"""A record as a worker sends it back (what :meth:`.JoinStage.add` takes)."""
 
 
 def check_and_encode(

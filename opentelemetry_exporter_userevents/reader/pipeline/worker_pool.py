@@ -10,10 +10,10 @@ JSON item; together about 85% of the one-core path. Workers do exactly these, ch
 chunk of pages (:mod:`.worker_loop`), and send back what the join needs of each record
 (:mod:`.joinable`): an encoded span or log, the reason one is invalid, or a resource or
 metric record whole. Everything whose result depends on the order of records across CPUs
-stays in the main process, unchanged: the merge by timestamp, the :class:`.Rebuilder`'s
+stays in the main process, unchanged: the merge by timestamp, the :class:`.JoinStage`'s
 join (resources learnt, records waiting for theirs, every bound and eviction, the services
 and invalid counts, the writers' process views), and the grouping of items by resource and
-scope in a line (:mod:`.grouping`). The rebuilder is handed the records in the very order
+scope in a line (:mod:`.grouping`). The join_stage is handed the records in the very order
 the in-process path hands them, and treats a worker's encoded record as it treats a checked
 one; so every count and every record's resource and scope are the same as with one
 process, by construction, and only the batching of lines may differ

@@ -69,7 +69,7 @@ EXIT_GRACE_READS = 3
 """Reads an exited thread is kept for at least: its last spans' records are read before
 the kernel events that say it exited, or at the next read."""
 EXIT_GRACE_NS = 15_000_000_000
-"""And nanoseconds after its exit: longer than the rebuilder holds a span for its resource
+"""And nanoseconds after its exit: longer than the join_stage holds a span for its resource
 (11 s by default). A span enriched later says ``none``; past :data:`MAX_THREADS` an exited
 thread is the first forgotten."""
 

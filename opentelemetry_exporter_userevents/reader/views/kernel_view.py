@@ -306,7 +306,7 @@ def kernel_clock_line(events: KernelEvents) -> str:
 
 
 def kernel_parts(view: object) -> list[str]:
-    """The summary's counts of the kernel view (``view``: the rebuilder's enricher)."""
+    """The summary's counts of the kernel view (``view``: the join_stage's enricher)."""
     if not isinstance(view, KernelView):
         return []
     stats, events, timeline = view.stats, view.events.stats, view.events.timeline.stats

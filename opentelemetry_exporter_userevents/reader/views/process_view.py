@@ -30,8 +30,8 @@ Attributes, as the OpenTelemetry semantic conventions name them:
 
 Every other attribute is the app's, unchanged. Two containers running the same app make
 identical resources (same service, both ``process.pid`` 1), hence the same resource id: the
-view is therefore each *record's* (its pid's), and the rebuilder keeps one resource per
-resource id and view (:mod:`.rebuild`).
+view is therefore each *record's* (its pid's), and the join_stage keeps one resource per
+resource id and view (:mod:`.join_stage`).
 
 Views are kept per pid (:data:`MAX_PIDS`, the oldest forgotten and counted) and read again
 when :data:`REFRESH_SECONDS` have passed since they were read, and when a resource record
@@ -186,7 +186,7 @@ def thread_group_of_status(text: str) -> ThreadGroup | None:
 
 class ProcessView(NamedTuple):
     """What the host sees of a writer process, as far as it changes the resource (equal
-    views give equal resources: the rebuilder keeps one per resource and view)."""
+    views give equal resources: the join_stage keeps one per resource and view)."""
 
     container_id: str | None = None
     host_pid: int | None = None

@@ -26,7 +26,7 @@ from opentelemetry_exporter_userevents.reader.decode.eventheader_types import (
     TRUNCATED_HEADER,
     UNKNOWN_FLAGS,
 )
-from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.join.join_stage import JoinStage
 from opentelemetry_exporter_userevents.reader.pipeline import decode_stage
 from tests.reader.capture.test_capture import FORMATS, _capture, _pages, _records
 from tests.reader.decode.eventheader_encoder import E, F
@@ -237,9 +237,9 @@ def test_damaged_eventheader_records_are_counted_never_raised(tmp_path_factory, 
         raws.append(bytes(raw[: data.draw(st.integers(8, len(raw)))]))
     path = _capture(tmp_path_factory.mktemp("c"), _pages(raws), EH_FORMATS)
     decoded = decode_bytes(open(path, "rb").read(), ["*"])
-    rebuilder = Rebuilder(resource_wait=float("inf"))
-    rebuilt = rebuilder.add(list(decoded.records)) + rebuilder.flush()
-    stats = rebuilder.stats
+    join_stage = JoinStage(resource_wait=float("inf"))
+    rebuilt = join_stage.add(list(decoded.records)) + join_stage.flush()
+    stats = join_stage.stats
     assert len(rebuilt) + stats.invalid == len(raws)
     assert stats.without_resource == 0  # an EventHeader record brings its resource
     for reason in stats.invalid_reasons:

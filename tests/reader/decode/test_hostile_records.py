@@ -20,7 +20,7 @@ from opentelemetry_exporter_userevents._export.resource import ResourceAnnouncer
 from opentelemetry_exporter_userevents._export.span_encoder import encode_span
 from opentelemetry_exporter_userevents.abi.ring_buffer import FTRACE_MAX_PAYLOAD
 from opentelemetry_exporter_userevents.reader.decode.decoder import TraceRecord
-from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.join.join_stage import JoinStage
 from opentelemetry_exporter_userevents.reader.outputs.exporters import otlp_json
 from opentelemetry_exporter_userevents.reader.outputs.output import OtlpJsonOutput, TreeOutput
 from opentelemetry_exporter_userevents.record import schema
@@ -112,16 +112,16 @@ def test_hostile_records_around_a_genuine_app_raise_nothing_and_leave_the_app_ex
     _hostile(decoded, "after", app_rid)
     assert decoded.undecodable > 0  # invalid UTF-8, non-ASCII ids: the decoder counts them
 
-    rebuilder = Rebuilder(resource_wait=resource_wait)
-    items = rebuilder.add(decoded.records)
-    items += rebuilder.flush()
+    join_stage = JoinStage(resource_wait=resource_wait)
+    items = join_stage.add(decoded.records)
+    items += join_stage.flush()
     json_out, tree_out = io.StringIO(), io.StringIO()
     for output in (OtlpJsonOutput(json_out), TreeOutput(tree_out)):
         output.write(items)
         output.close()
 
-    assert rebuilder.stats.invalid > 0
-    assert set(rebuilder.stats.invalid_pids) == {HOSTILE_PID}  # never the app
+    assert join_stage.stats.invalid > 0
+    assert set(join_stage.stats.invalid_pids) == {HOSTILE_PID}  # never the app
     lines = [json.loads(line) for line in json_out.getvalue().splitlines()]
     trace_ids = {f"{s.context.trace_id:032x}" for s in spans} | {
         f"{r.log_record.trace_id:032x}" for r in logs

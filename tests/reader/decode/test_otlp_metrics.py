@@ -31,7 +31,7 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import (
 from opentelemetry_exporter_userevents.abi.format import parse_format
 from opentelemetry_exporter_userevents.reader.decode import otlp_metrics_check as check
 from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder, TraceRecord
-from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.join.join_stage import JoinStage
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import metrics_data
 from tests.support.otlp_metrics_captures import (
     VERSION,
@@ -58,20 +58,20 @@ def _records(raws: list[bytes]) -> list[TraceRecord]:
     return records
 
 
-def _rebuild(raws: list[bytes]) -> tuple[list, Rebuilder]:
-    rebuilder = Rebuilder(resource_wait=float("inf"))
-    return rebuilder.add(_records(raws)) + rebuilder.flush(), rebuilder
+def _rebuild(raws: list[bytes]) -> tuple[list, JoinStage]:
+    join_stage = JoinStage(resource_wait=float("inf"))
+    return join_stage.add(_records(raws)) + join_stage.flush(), join_stage
 
 
 def test_each_request_comes_back_as_the_same_request_point_by_point():
     for buffer in sample_requests():
-        points, rebuilder = _rebuild([otlp_metrics_record(EVENT_ID, buffer)])
+        points, join_stage = _rebuild([otlp_metrics_record(EVENT_ID, buffer)])
         assert encode_metrics(metrics_data(points)) == ExportMetricsServiceRequest.FromString(
             buffer
         )
-        assert rebuilder.stats.metric_points == 1 and rebuilder.stats.invalid == 0
-        assert rebuilder.stats.without_resource == 0  # the resource came beside the point
-        assert rebuilder.stats.services == {"inventory": 1}
+        assert join_stage.stats.metric_points == 1 and join_stage.stats.invalid == 0
+        assert join_stage.stats.without_resource == 0  # the resource came beside the point
+        assert join_stage.stats.services == {"inventory": 1}
 
 
 def _varint(value: int, width: int = 0) -> bytes:
@@ -102,8 +102,8 @@ def test_a_dotnet_style_buffer_with_padded_lengths_and_fixed64_values_decodes():
     scope = _ld(1, _ld(1, b"Orders.Meter")) + _ld(2, metric)
     resource = _ld(1, _ld(1, _ld(1, b"service.name") + _ld(2, _ld(1, b"orders"))))
     buffer = _ld(1, resource + _ld(2, scope))
-    (point_out,), rebuilder = _rebuild([otlp_metrics_record(EVENT_ID, buffer)])
-    assert rebuilder.stats.invalid == 0
+    (point_out,), join_stage = _rebuild([otlp_metrics_record(EVENT_ID, buffer)])
+    assert join_stage.stats.invalid == 0
     assert point_out.name == "requests" and point_out.unit == "1" and point_out.monotonic
     assert point_out.point.value == 7 and type(point_out.point.value) is int
     assert (point_out.point.start_time_unix_nano, point_out.point.time_unix_nano) == (100, 200)
@@ -112,26 +112,26 @@ def test_a_dotnet_style_buffer_with_padded_lengths_and_fixed64_values_decodes():
     assert point_out.scope.name == "Orders.Meter"
 
 
-def _counted(raws: list[bytes]) -> Rebuilder:
-    points, rebuilder = _rebuild(raws)
+def _counted(raws: list[bytes]) -> JoinStage:
+    points, join_stage = _rebuild(raws)
     assert points == []
-    return rebuilder
+    return join_stage
 
 
 def test_an_unknown_protocol_or_version_or_a_bad_buffer_is_counted_by_reason_and_pid():
     good = sample_requests()[0]
-    rebuilder = _counted([
+    join_stage = _counted([
         otlp_metrics_record(EVENT_ID, good, pid=11, protocol=1),
         otlp_metrics_record(EVENT_ID, good, pid=11, version=b"v9.99.99"),
         otlp_metrics_record(EVENT_ID, b"\xff\xff\xff", pid=12),
         otlp_metrics_record(EVENT_ID, good[:-3], pid=12),
     ])  # fmt: skip
-    assert rebuilder.stats.invalid_reasons == {
+    assert join_stage.stats.invalid_reasons == {
         "otlp_metrics.protocol: not 0 (protobuf)": 1,
         "otlp_metrics.version: not a known version": 1,
         "otlp_metrics.buffer: not an ExportMetricsServiceRequest": 2,
     }
-    assert rebuilder.stats.invalid_pids == {11: 2, 12: 2}
+    assert join_stage.stats.invalid_pids == {11: 2, 12: 2}
 
 
 def _request(*metrics: Metric, attributes=()) -> bytes:
@@ -153,14 +153,14 @@ def test_a_point_the_sdk_cannot_hold_is_dropped_alone_and_counted():
     no_value = Metric(name="n", gauge={"data_points": [NumberDataPoint(time_unix_nano=1)]})
     empty = _sum_metric("e", value=AnyValue())
     buffer = _request(summary, no_value, empty, _sum_metric("kept"))
-    points, rebuilder = _rebuild([otlp_metrics_record(EVENT_ID, buffer, pid=21)])
+    points, join_stage = _rebuild([otlp_metrics_record(EVENT_ID, buffer, pid=21)])
     assert [p.name for p in points] == ["kept"]
-    assert rebuilder.stats.invalid_reasons == {
+    assert join_stage.stats.invalid_reasons == {
         "otlp_metrics.metric: a summary (the SDK has none)": 1,
         "otlp_metrics.point: no value": 1,
         "otlp_metrics.point.attributes: a value with nothing set": 1,
     }
-    assert rebuilder.stats.invalid_pids == {21: 3}
+    assert join_stage.stats.invalid_pids == {21: 3}
 
 
 def _nested(depth: int) -> AnyValue:
@@ -185,14 +185,14 @@ def _nested(depth: int) -> AnyValue:
 )  # fmt: skip
 def test_a_request_past_a_bound_is_dropped_whole_and_counted(buffer, reason):
     assert len(buffer) <= 0xFFFF  # each fits the buffer the kernel carries
-    rebuilder = _counted([otlp_metrics_record(EVENT_ID, buffer, pid=31)])
-    assert rebuilder.stats.invalid_reasons == {f"otlp_metrics.buffer: {reason}": 1}
+    join_stage = _counted([otlp_metrics_record(EVENT_ID, buffer, pid=31)])
+    assert join_stage.stats.invalid_reasons == {f"otlp_metrics.buffer: {reason}": 1}
 
 
 def test_values_up_to_the_bounds_are_kept():
     buffer = _request(_sum_metric("d", value=_nested(check.MAX_DEPTH)))
-    (point,), rebuilder = _rebuild([otlp_metrics_record(EVENT_ID, buffer)])
-    assert rebuilder.stats.invalid == 0 and point.name == "d"
+    (point,), join_stage = _rebuild([otlp_metrics_record(EVENT_ID, buffer)])
+    assert join_stage.stats.invalid == 0 and point.name == "d"
 
 
 def test_a_buffer_outside_its_record_is_undecodable_not_raised():
@@ -216,8 +216,8 @@ def test_hostile_buffers_are_rebuilt_or_counted_never_raised(data):
         for _ in range(data.draw(st.integers(1, 4))):
             raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
         buffer = bytes(raw[: data.draw(st.integers(0, len(raw)))])
-    points, rebuilder = _rebuild([otlp_metrics_record(EVENT_ID, buffer)])
-    stats = rebuilder.stats
+    points, join_stage = _rebuild([otlp_metrics_record(EVENT_ID, buffer)])
+    stats = join_stage.stats
     assert stats.metric_points == len(points) and stats.without_resource == 0
     for reason in stats.invalid_reasons:
         assert reason.startswith("otlp_metrics"), reason
@@ -245,7 +245,7 @@ def test_a_buffer_nested_past_the_parsers_limit_is_counted_not_raised():
     assert dict(point.point.attributes) == {"k": ((("leaf",),),)}
     buffer = _deep(300)
     assert len(buffer) <= 0xFFFF
-    rebuilder = _counted([otlp_metrics_record(EVENT_ID, buffer)])
-    assert rebuilder.stats.invalid_reasons == {
+    join_stage = _counted([otlp_metrics_record(EVENT_ID, buffer)])
+    assert join_stage.stats.invalid_reasons == {
         "otlp_metrics.buffer: not an ExportMetricsServiceRequest": 1
     }

@@ -20,7 +20,7 @@ from opentelemetry_exporter_userevents.abi.ring_buffer import (
     parse_page,
 )
 from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder, TraceRecord
-from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.join.join_stage import JoinStage
 from opentelemetry_exporter_userevents.record import schema
 from tests.support.pages import data_event, page, record
 from tests.support.records import format_of
@@ -62,12 +62,12 @@ def test_corrupted_records_are_counted_never_raised(position, garbage, cut):
     records = decoder.decode_pages([page(1, [data_event(1, bytes(broken)[: len(GOOD) - cut])])])
 
     assert decoder.stats.records + decoder.stats.undecodable == 1
-    rebuilder = Rebuilder()
-    for item in records:  # whatever decodes, the rebuilder rebuilds or counts as invalid
+    join_stage = JoinStage()
+    for item in records:  # whatever decodes, the join_stage rebuilds or counts as invalid
         values = dict(item.values, resource_id=0)
-        rebuilder.add([TraceRecord(0, "span", item.tracepoint, 1, values)])
-    rebuilder.flush()
-    assert rebuilder.stats.spans + rebuilder.stats.invalid == len(records)
+        join_stage.add([TraceRecord(0, "span", item.tracepoint, 1, values)])
+    join_stage.flush()
+    assert join_stage.stats.spans + join_stage.stats.invalid == len(records)
 
 
 @SETTINGS
@@ -130,8 +130,8 @@ def test_arbitrary_resource_texts_are_learnt_or_counted(attributes, schema_url):
         "attributes": attributes,
         "schema_url": schema_url,
     }
-    rebuilder = Rebuilder()
+    join_stage = JoinStage()
 
-    rebuilder.add([TraceRecord(0, "resource", "otel_resource.0", 1, values)])
+    join_stage.add([TraceRecord(0, "resource", "otel_resource.0", 1, values)])
 
-    assert rebuilder.stats.resources + rebuilder.stats.invalid == 1
+    assert join_stage.stats.resources + join_stage.stats.invalid == 1

@@ -10,7 +10,7 @@ acceptable) or counted once, under its writer's pid, with a reason from the fixe
 vocabulary that names its kind and field; both genuine records come out exactly as the
 app's SDK objects encode to OTLP; and no terminal escape or line break reaches a line of
 the tree view. Then the same through ``otel-userevents decode`` of a trace.dat, and the
-rebuilder's tables stay bounded whatever ids records carry."""
+join_stage's tables stay bounded whatever ids records carry."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ from hypothesis import strategies as st
 from opentelemetry_exporter_userevents.reader import cli
 from opentelemetry_exporter_userevents.reader.capture import TraceDatWriter
 from opentelemetry_exporter_userevents.reader.decode.decoder import TraceRecord
-from opentelemetry_exporter_userevents.reader.join import rebuild
-from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.join import join_stage as join_module
+from opentelemetry_exporter_userevents.reader.join.join_stage import JoinStage
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint
 from opentelemetry_exporter_userevents.reader.outputs.exporters import otlp_json
 from opentelemetry_exporter_userevents.reader.outputs.output import OtlpJsonOutput, TreeOutput
@@ -159,8 +159,8 @@ def _batch(hostile: Hostile, genuine_kind: str) -> list[TraceRecord]:
     ]
 
 
-def _check_counted(rebuilder: Rebuilder, hostile: Hostile) -> None:
-    stats = rebuilder.stats
+def _check_counted(join_stage: JoinStage, hostile: Hostile) -> None:
+    stats = join_stage.stats
     assert stats.invalid == 1
     ((reason, count),) = stats.invalid_reasons.items()
     assert count == 1
@@ -178,19 +178,19 @@ def test_one_field_of_a_wrong_shape_is_counted_or_rebuilt_and_hurts_no_other_rec
 ):
     if hostile.kind != "resource":
         genuine_kind = hostile.kind
-    rebuilder = SdkRebuilder(resource_wait=float("inf"))
+    join_stage = SdkRebuilder(resource_wait=float("inf"))
 
-    ready = rebuilder.add(_batch(hostile, genuine_kind)) + rebuilder.flush()
+    ready = join_stage.add(_batch(hostile, genuine_kind)) + join_stage.flush()
 
-    stats = rebuilder.stats
-    assert stats.without_resource == 0 and rebuilder.pending == 0
+    stats = join_stage.stats
+    assert stats.without_resource == 0 and join_stage.pending == 0
     if hostile.kind == "resource":
         assert len(ready) == 2
         assert stats.resources + stats.invalid == 2 and stats.resources >= 1
     else:
         assert len(ready) + stats.invalid == 3 and stats.resources == 1
     if stats.invalid:
-        _check_counted(rebuilder, hostile)
+        _check_counted(join_stage, hostile)
     else:
         assert stats.invalid_pids == {} and stats.invalid_reasons == {}
     first, second = _originals(genuine_kind)[:2]
@@ -261,11 +261,11 @@ def test_cli_decode_of_a_capture_with_one_wrong_field_writes_the_genuine_records
 def test_an_all_zero_span_id_is_counted_under_span_id():
     values = unpack("span", GENUINE["span"].payloads[2])
     values["span_id"] = "0" * 16
-    rebuilder = SdkRebuilder()
+    join_stage = SdkRebuilder()
 
-    rebuilder.add([trace_record("span", values, HOSTILE_PID)])
+    join_stage.add([trace_record("span", values, HOSTILE_PID)])
 
-    ((reason, _),) = rebuilder.stats.invalid_reasons.items()
+    ((reason, _),) = join_stage.stats.invalid_reasons.items()
     assert reason.startswith("span.span_id"), reason
 
 
@@ -293,24 +293,24 @@ def test_scope_attributes_of_a_falsy_wrong_shape_are_counted(attributes):
     values["scope"] = (
         '{"name":"s","version":null,"schema_url":null,"attributes":' + attributes + "}"
     )
-    rebuilder = SdkRebuilder()
+    join_stage = SdkRebuilder()
 
-    rebuilder.add([trace_record("span", values, HOSTILE_PID)])
+    join_stage.add([trace_record("span", values, HOSTILE_PID)])
 
-    assert rebuilder.stats.invalid_reasons == {"span.scope.attributes: not a JSON object": 1}
+    assert join_stage.stats.invalid_reasons == {"span.scope.attributes: not a JSON object": 1}
 
 
 def test_a_resource_record_with_a_known_id_and_other_texts_is_counted():
     genuine = unpack("resource", RESOURCE_PAYLOAD)
     forged = dict(genuine, attributes='{"service.name":"forged"}')
-    rebuilder = SdkRebuilder()
+    join_stage = SdkRebuilder()
 
-    rebuilder.add([trace_record("resource", genuine, APP_PID)])
-    rebuilder.add([trace_record("resource", forged, HOSTILE_PID)])
+    join_stage.add([trace_record("resource", genuine, APP_PID)])
+    join_stage.add([trace_record("resource", forged, HOSTILE_PID)])
 
-    assert rebuilder.stats.invalid_pids == {HOSTILE_PID: 1}
-    assert rebuilder.stats.resources == 1
-    assert rebuilder._resources[genuine["resource_id"]].attributes["service.name"] == "shape-svc"
+    assert join_stage.stats.invalid_pids == {HOSTILE_PID: 1}
+    assert join_stage.stats.resources == 1
+    assert join_stage._resources[genuine["resource_id"]].attributes["service.name"] == "shape-svc"
 
 
 # --- bounded memory ---------------------------------------------------------------------
@@ -331,42 +331,42 @@ def _log_records(ids: range, resource_id) -> list[TraceRecord]:
 
 
 def test_records_of_never_announced_resources_keep_the_wait_table_bounded(monkeypatch):
-    monkeypatch.setattr(rebuild, "MAX_PENDING_RESOURCES", 512)
-    monkeypatch.setattr(rebuild, "MAX_PENDING_RECORDS", 20_000)
-    rebuilder = SdkRebuilder(resource_wait=float("inf"))
+    monkeypatch.setattr(join_module, "MAX_PENDING_RESOURCES", 512)
+    monkeypatch.setattr(join_module, "MAX_PENDING_RECORDS", 20_000)
+    join_stage = SdkRebuilder(resource_wait=float("inf"))
     total, rebuilt = 100_000, 0
 
     for start in range(0, total, 5_000):
         batch = _log_records(range(start, start + 5_000), lambda n: n + 1)
-        rebuilt += len(rebuilder.add(batch))
-        assert len(rebuilder._pending) <= rebuild.MAX_PENDING_RESOURCES
-        assert rebuilder.pending <= rebuild.MAX_PENDING_RECORDS
+        rebuilt += len(join_stage.add(batch))
+        assert len(join_stage._pending) <= join_module.MAX_PENDING_RESOURCES
+        assert join_stage.pending <= join_module.MAX_PENDING_RECORDS
 
-    stats = rebuilder.stats
-    assert stats.pending_evicted == rebuilt == total - rebuilder.pending
-    assert rebuilder.pending == rebuild.MAX_PENDING_RESOURCES
-    rebuilt += len(rebuilder.flush())
+    stats = join_stage.stats
+    assert stats.pending_evicted == rebuilt == total - join_stage.pending
+    assert join_stage.pending == join_module.MAX_PENDING_RESOURCES
+    rebuilt += len(join_stage.flush())
     assert rebuilt == stats.logs == stats.without_resource == total
-    assert rebuilder.pending == 0 and not rebuilder._pending and stats.invalid == 0
+    assert join_stage.pending == 0 and not join_stage._pending and stats.invalid == 0
 
 
 def test_many_records_of_a_few_unknown_resources_keep_the_wait_bounded(monkeypatch):
-    monkeypatch.setattr(rebuild, "MAX_PENDING_RECORDS", 1_000)
-    rebuilder = SdkRebuilder(resource_wait=float("inf"))
+    monkeypatch.setattr(join_module, "MAX_PENDING_RECORDS", 1_000)
+    join_stage = SdkRebuilder(resource_wait=float("inf"))
     total, rebuilt = 20_000, 0
 
     for start in range(0, total, 2_000):
-        rebuilt += len(rebuilder.add(_log_records(range(start, start + 2_000), lambda n: n % 7)))
-        assert rebuilder.pending <= rebuild.MAX_PENDING_RECORDS
-        assert sum(map(len, rebuilder._pending.values())) == rebuilder.pending
+        rebuilt += len(join_stage.add(_log_records(range(start, start + 2_000), lambda n: n % 7)))
+        assert join_stage.pending <= join_module.MAX_PENDING_RECORDS
+        assert sum(map(len, join_stage._pending.values())) == join_stage.pending
 
-    assert rebuilder.stats.pending_evicted == rebuilt == total - rebuilder.pending
-    rebuilt += len(rebuilder.flush())
-    assert rebuilt == rebuilder.stats.without_resource == total
+    assert join_stage.stats.pending_evicted == rebuilt == total - join_stage.pending
+    rebuilt += len(join_stage.flush())
+    assert rebuilt == join_stage.stats.without_resource == total
 
 
 def test_many_valid_resource_announcements_keep_the_resource_table_bounded():
-    rebuilder = SdkRebuilder()
+    join_stage = SdkRebuilder()
     total = 10_000
     batch = []
     for n in range(total):
@@ -375,14 +375,14 @@ def test_many_valid_resource_announcements_keep_the_resource_table_bounded():
                   "attributes": attributes.decode(), "schema_url": ""}  # fmt: skip
         batch.append(TraceRecord(n, "resource", TRACEPOINTS["resource"], n, values))
 
-    assert rebuilder.add(batch) == []
+    assert join_stage.add(batch) == []
 
-    stats = rebuilder.stats
-    assert len(rebuilder._resources) == rebuild.MAX_RESOURCES
+    stats = join_stage.stats
+    assert len(join_stage._resources) == join_module.MAX_RESOURCES
     assert stats.resources == total and stats.invalid == 0
-    assert stats.resources_evicted == total - rebuild.MAX_RESOURCES
+    assert stats.resources_evicted == total - join_module.MAX_RESOURCES
     # The newest are kept: a record of the last resource is rebuilt with it at once.
     last = batch[-1].values["resource_id"]
-    (span,) = rebuilder.add([TraceRecord(0, "span", TRACEPOINTS["span"], 1, _span_values(last))])
+    (span,) = join_stage.add([TraceRecord(0, "span", TRACEPOINTS["span"], 1, _span_values(last))])
     assert span.resource.attributes["service.name"] == f"s{total - 1}"
     assert isinstance(span, object) and not isinstance(span, MetricPoint)

@@ -3,7 +3,7 @@
 
 """The reader's validation boundary: a record that does not have its schema's shape is
 skipped and counted by reason and writer pid, never raised, and its neighbours are unharmed;
-resources are checked against their id; the rebuilder's tables stay bounded."""
+resources are checked against their id; the join_stage's tables stay bounded."""
 
 from __future__ import annotations
 
@@ -20,12 +20,12 @@ from opentelemetry_exporter_userevents.reader.decode.validation import (
     RecordChecker,
     trace_state,
 )
-from opentelemetry_exporter_userevents.reader.join import rebuild
+from opentelemetry_exporter_userevents.reader.join import join_stage as join_module
 from opentelemetry_exporter_userevents.record import anyvalue, flags, schema
 from opentelemetry_exporter_userevents.record import metric_values as mv
 from opentelemetry_exporter_userevents.record.resource_id import hash_resource
 from opentelemetry_exporter_userevents.record.schema import METRIC_NUMBER
-from tests.reader.join.test_rebuild import (
+from tests.reader.join.test_join_stage import (
     RESOURCE_FORMAT,
     check_same_span,
     log_record,
@@ -84,11 +84,11 @@ def test_a_span_of_the_wrong_shape_is_counted_by_reason_and_pid_and_its_neighbou
     rid = _rid()
     good = [span_record(span, rid) for span in spans]
     bad = _hostile(good[0], **{field: text})
-    rebuilder = SdkRebuilder()
-    items = rebuilder.add([resource_record(RESOURCE), good[0], bad, *good[1:]])
-    assert rebuilder.stats.invalid == 1
-    assert rebuilder.stats.invalid_reasons == {reason: 1}
-    assert rebuilder.stats.invalid_pids == {HOSTILE_PID: 1}
+    join_stage = SdkRebuilder()
+    items = join_stage.add([resource_record(RESOURCE), good[0], bad, *good[1:]])
+    assert join_stage.stats.invalid == 1
+    assert join_stage.stats.invalid_reasons == {reason: 1}
+    assert join_stage.stats.invalid_pids == {HOSTILE_PID: 1}
     assert len(items) == len(spans)
     for got, want in zip(items, spans, strict=True):
         check_same_span(got, want)
@@ -105,10 +105,10 @@ def test_a_span_of_the_wrong_shape_is_counted_by_reason_and_pid_and_its_neighbou
 )
 def test_a_log_of_the_wrong_shape_is_counted(field, value, reason):
     logs = make_logs()
-    rebuilder = SdkRebuilder()
+    join_stage = SdkRebuilder()
     good = [log_record(readable, _rid()) for readable in logs]
-    items = rebuilder.add([resource_record(RESOURCE), _hostile(good[0], **{field: value}), *good])
-    assert rebuilder.stats.invalid_reasons == {reason: 1}
+    items = join_stage.add([resource_record(RESOURCE), _hostile(good[0], **{field: value}), *good])
+    assert join_stage.stats.invalid_reasons == {reason: 1}
     assert same([item.log_record.body for item in items], [r.log_record.body for r in logs])
 
 
@@ -121,10 +121,10 @@ def test_a_resource_whose_id_is_not_the_hash_of_its_texts_replaces_nothing():
     )
     span = span_record(make_spans()[0], genuine.values["resource_id"])
     for order in ([impostor, genuine, span], [genuine, impostor, span]):
-        rebuilder = SdkRebuilder()
-        (item,) = rebuilder.add(order)
+        join_stage = SdkRebuilder()
+        (item,) = join_stage.add(order)
         assert item.resource.attributes["service.name"] == RESOURCE.attributes["service.name"]
-        assert rebuilder.stats.invalid_reasons == {
+        assert join_stage.stats.invalid_reasons == {
             "resource.resource_id: not the hash of the resource's texts": 1
         }
 
@@ -152,51 +152,53 @@ def test_a_span_cut_to_fit_keeps_its_span_with_an_empty_tracestate():
 
 
 def test_records_waiting_for_resources_never_announced_are_bounded_and_counted(monkeypatch):
-    monkeypatch.setattr(rebuild, "MAX_PENDING_RESOURCES", 8)
-    monkeypatch.setattr(rebuild, "MAX_PENDING_RECORDS", 20)
+    monkeypatch.setattr(join_module, "MAX_PENDING_RESOURCES", 8)
+    monkeypatch.setattr(join_module, "MAX_PENDING_RECORDS", 20)
     good = span_record(make_spans()[0])
-    rebuilder = SdkRebuilder(resource_wait=float("inf"))
+    join_stage = SdkRebuilder(resource_wait=float("inf"))
     released = []
     for rid in range(100):  # 100 distinct unknown ids, 3 records each
         for _ in range(3):
-            released += rebuilder.add([good._replace(values={**good.values, "resource_id": rid})])
-        assert len(rebuilder._pending) <= 8 and rebuilder.pending <= 20
-    assert rebuilder.stats.pending_evicted == len(released) > 0
-    released += rebuilder.flush()
-    assert len(released) == 300 == rebuilder.stats.without_resource
+            released += join_stage.add([good._replace(values={**good.values, "resource_id": rid})])
+        assert len(join_stage._pending) <= 8 and join_stage.pending <= 20
+    assert join_stage.stats.pending_evicted == len(released) > 0
+    released += join_stage.flush()
+    assert len(released) == 300 == join_stage.stats.without_resource
 
 
 def test_resources_and_services_are_bounded_and_evictions_counted(monkeypatch):
-    monkeypatch.setattr(rebuild, "MAX_RESOURCES", 4)
-    monkeypatch.setattr(rebuild, "MAX_SERVICES", 3)
-    rebuilder = SdkRebuilder()
+    monkeypatch.setattr(join_module, "MAX_RESOURCES", 4)
+    monkeypatch.setattr(join_module, "MAX_SERVICES", 3)
+    join_stage = SdkRebuilder()
     span = make_spans()[0]
     for number in range(10):
         resource = Resource({"service.name": f"svc{number}"})
         announced = resource_record(resource)
-        rebuilder.add([announced, span_record(span, announced.values["resource_id"])])
-        assert len(rebuilder._resources) <= 4
-    assert rebuilder.stats.resources == 10 and rebuilder.stats.resources_evicted == 6
-    assert len(rebuilder.stats.services) == 3 and rebuilder.stats.other_services == 7
-    assert rebuilder.stats.spans == 10
+        join_stage.add([announced, span_record(span, announced.values["resource_id"])])
+        assert len(join_stage._resources) <= 4
+    assert join_stage.stats.resources == 10 and join_stage.stats.resources_evicted == 6
+    assert len(join_stage.stats.services) == 3 and join_stage.stats.other_services == 7
+    assert join_stage.stats.spans == 10
 
 
 def test_invalid_pids_are_bounded(monkeypatch):
-    monkeypatch.setattr(rebuild, "MAX_INVALID_PIDS", 2)
+    monkeypatch.setattr(join_module, "MAX_INVALID_PIDS", 2)
     good = span_record(make_spans()[0])
-    rebuilder = SdkRebuilder()
-    rebuilder.add([good._replace(pid=pid, values={**good.values, "kind": 7}) for pid in range(5)])
-    assert rebuilder.stats.invalid == 5
-    assert rebuilder.stats.invalid_pids == {0: 1, 1: 1} and rebuilder.stats.invalid_other_pids == 3
+    join_stage = SdkRebuilder()
+    join_stage.add([good._replace(pid=pid, values={**good.values, "kind": 7}) for pid in range(5)])
+    assert join_stage.stats.invalid == 5
+    assert (
+        join_stage.stats.invalid_pids == {0: 1, 1: 1} and join_stage.stats.invalid_other_pids == 3
+    )
 
 
 def test_reasons_carry_no_text_of_the_record():
     good = span_record(make_spans()[0])
     secret = "\x1b]0;pwned\x07"
-    rebuilder = SdkRebuilder()
+    join_stage = SdkRebuilder()
     attributes = anyvalue.encode([secret])
-    rebuilder.add([good._replace(values={**good.values, "attributes": attributes})])
-    (reason,) = rebuilder.stats.invalid_reasons
+    join_stage.add([good._replace(values={**good.values, "attributes": attributes})])
+    (reason,) = join_stage.stats.invalid_reasons
     assert "pwned" not in reason and "\x1b" not in reason
 
 

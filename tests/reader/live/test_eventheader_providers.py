@@ -26,7 +26,7 @@ from opentelemetry_exporter_userevents.reader.decode.eventheader_records import 
     COMMAND_FIELDS,
     EVENTHEADER_KIND,
 )
-from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.join.join_stage import JoinStage
 from opentelemetry_exporter_userevents.reader.live.eventheader_providers import MAX_FOUND_LATER
 from opentelemetry_exporter_userevents.reader.live.trace_reader import TraceReader
 from tests.support.eventheader_captures import (
@@ -164,8 +164,8 @@ def test_live_pages_of_an_eventheader_tracepoint_rebuild_its_span(kernel):
         records: list = []
         reader.decoder.decode_page(page(1000, [data_event(0, raw)]), records)
         assert [r.kind for r in records] == [EVENTHEADER_KIND]
-        rebuilder = Rebuilder()
-        (joined,) = rebuilder.add(records)
+        join_stage = JoinStage()
+        (joined,) = join_stage.add(records)
         assert joined.is_span and joined.checked.name == "GET /users"
         assert joined.resource.attributes["service.name"] == "cart"
     finally:

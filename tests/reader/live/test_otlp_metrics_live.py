@@ -18,7 +18,7 @@ import pytest
 from opentelemetry_exporter_userevents.abi import uapi
 from opentelemetry_exporter_userevents.abi.uapi import USER_EVENTS_SYSTEM
 from opentelemetry_exporter_userevents.reader.commands import status as status_command
-from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.join.join_stage import JoinStage
 from tests.reader.live.test_eventheader_providers import DirectoryTracefs, _reader
 from tests.support.fake_kernel import FakeKernel
 from tests.support.otlp_metrics_captures import (
@@ -85,7 +85,7 @@ def test_live_pages_of_it_rebuild_the_requests_points(kernel):
         records: list = []
         reader.decoder.decode_page(page(1000, [data_event(0, raw) for raw in raws]), records)
         assert [r.kind for r in records] == ["otlp_metrics"] * 4
-        points = Rebuilder().add(records)
+        points = JoinStage().add(records)
         assert [p.name for p in points] == ["items.sold", "stock.level", "pick.duration",
                                             "queue.wait"]  # fmt: skip
         assert {p.resource.attributes["service.name"] for p in points} == {"inventory"}

@@ -94,8 +94,8 @@ def test_a_batch_half_sent_at_the_stop_is_counted_once_per_record(
     reader = SimpleNamespace(
         decoder=SimpleNamespace(stats=SimpleNamespace(records=4, undecodable=0)), lost=0
     )
-    rebuilder = SimpleNamespace(stats=SimpleNamespace(invalid_reasons={}))
-    health = health_metrics.gather(reader, rebuilder, stage, 0)
+    join_stage = SimpleNamespace(stats=SimpleNamespace(invalid_reasons={}))
+    health = health_metrics.gather(reader, join_stage, stage, 0)
     assert health.exported.get("span") == 2
     assert [d for d in health.dropped if d[1] == "stop timeout"] == (
         [] if spool else [("output", "stop timeout", "log", 2)]

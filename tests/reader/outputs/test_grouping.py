@@ -12,7 +12,7 @@ from opentelemetry.sdk.resources import Resource
 
 from opentelemetry_exporter_userevents.reader.decode.checked_records import CheckedScope
 from opentelemetry_exporter_userevents.reader.decode.joinable import EncodedRecord
-from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Rebuilder
+from opentelemetry_exporter_userevents.reader.join.join_stage import JoinedRecord, JoinStage
 from opentelemetry_exporter_userevents.reader.outputs.exporters import (
     grouping,
     otlp_json_direct,
@@ -27,7 +27,7 @@ from tests.reader.outputs.test_otlp_proto_direct import _log, _span
 
 A, B = Resource({"service.name": "a"}), Resource({"service.name": "b"})
 A_AGAIN = Resource({"service.name": "a"})  # another object, the same value
-SCOPE = Rebuilder().scope("s", CheckedScope("lib", "1", None, {}))
+SCOPE = JoinStage().scope("s", CheckedScope("lib", "1", None, {}))
 
 
 def _encode(record: tuple[str]) -> str:

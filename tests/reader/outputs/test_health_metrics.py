@@ -29,7 +29,7 @@ from opentelemetry_exporter_userevents.reader.cli import parser  # noqa: E402
 from opentelemetry_exporter_userevents.reader.commands import record as record_command  # noqa: E402
 from opentelemetry_exporter_userevents.reader.commands.status import reader_health  # noqa: E402
 from opentelemetry_exporter_userevents.reader.decode.decoder import TraceRecord  # noqa: E402
-from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord  # noqa: E402
+from opentelemetry_exporter_userevents.reader.join.join_stage import JoinedRecord  # noqa: E402
 from opentelemetry_exporter_userevents.reader.outputs import health_metrics as hm  # noqa: E402
 from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.output_stage import OutputStage  # noqa: E402
 from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutput  # noqa: E402
@@ -149,8 +149,8 @@ def test_gather_takes_the_counts_the_summary_shows():
     stage.write(items + _joined(_log()))  # no room: dropped
     reader = SimpleNamespace(decoder=SimpleNamespace(stats=SimpleNamespace(
         records=12, undecodable=1)), lost=4)  # fmt: skip
-    rebuilder = SimpleNamespace(stats=SimpleNamespace(invalid_reasons={"bad": 2}))
-    health = hm.gather(reader, rebuilder, stage, 5)
+    join_stage = SimpleNamespace(stats=SimpleNamespace(invalid_reasons={"bad": 2}))
+    health = hm.gather(reader, join_stage, stage, 5)
     stage.close()
     assert (health.read, health.lost, health.start_time_ns) == (12, 4, 5)
     assert health.invalid == {"bad": 2, "undecodable": 1}

@@ -33,7 +33,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
     ExportTraceServiceResponse,
 )
 
-from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder  # noqa: E402
+from opentelemetry_exporter_userevents.reader.join.join_stage import JoinStage  # noqa: E402
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import metrics_data  # noqa: E402
 from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.delivery import DEADLINE  # noqa: E402
 from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.output_stage import (  # noqa: E402
@@ -187,7 +187,7 @@ def test_the_same_requests_as_the_exporter(
 
 
 def test_metric_points_are_sent_as_the_exporter_encodes_them(collector: Collector) -> None:
-    points = Rebuilder().add(_metric_records(_collection()))
+    points = JoinStage().add(_metric_records(_collection()))
     assert points
     output = ExporterOutput("otlp_proto_grpc")
     assert output._direct_metrics is not None

@@ -40,7 +40,7 @@ from opentelemetry_exporter_userevents._export.log_encoder import encode_log  # 
 from opentelemetry_exporter_userevents._export.span_encoder import encode_span  # noqa: E402
 from opentelemetry_exporter_userevents.abi.ring_buffer import FTRACE_MAX_PAYLOAD  # noqa: E402
 from opentelemetry_exporter_userevents.reader import cli  # noqa: E402
-from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Rebuilder  # noqa: E402
+from opentelemetry_exporter_userevents.reader.join.join_stage import JoinedRecord, JoinStage  # noqa: E402
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import metrics_data  # noqa: E402
 from opentelemetry_exporter_userevents.reader.outputs.exporters import (
     direct_sender,
@@ -215,7 +215,7 @@ def test_no_receiver_is_counted_not_raised(
 def test_metric_points_are_posted_as_the_exporter_posts_them(receiver: Receiver) -> None:
     """The exporter's own encoding of the same MetricsData, to ``/v1/metrics``, through the
     poster (its deadline and capped answer); the exporter's export() where it splits."""
-    points = Rebuilder().add(_metric_records(_collection()))
+    points = JoinStage().add(_metric_records(_collection()))
     assert points
     output = ExporterOutput("otlp_proto_http")
     assert output._direct_metrics is not None

@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 
-from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord  # noqa: E402
+from opentelemetry_exporter_userevents.reader.join.join_stage import JoinedRecord  # noqa: E402
 from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.output_stage import (  # noqa: E402
     OutputStage,
 )

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 
 """OTLP/JSON written straight from checked records equals what the OTLP exporters' encoder
-and protobuf's JSON mapping make of the SDK objects the rebuilder builds from them."""
+and protobuf's JSON mapping make of the SDK objects the join_stage builds from them."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from opentelemetry_exporter_userevents.reader.decode.checked_records import (
     CheckedScope,
     CheckedSpan,
 )
-from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Rebuilder
+from opentelemetry_exporter_userevents.reader.join.join_stage import JoinedRecord, JoinStage
 from opentelemetry_exporter_userevents.reader.join.sdk_values import sdk_attributes
 from opentelemetry_exporter_userevents.reader.outputs.exporters import otlp_json, otlp_json_direct
 from opentelemetry_exporter_userevents.reader.outputs.exporters.sdk_objects import sdk_object
@@ -108,18 +108,18 @@ resources = st.builds(
 
 @st.composite
 def batches(draw: st.DrawFn, records: st.SearchStrategy[Any]) -> list[JoinedRecord]:
-    """Records of a few resources and scopes, as the rebuilder joins them: one object per
+    """Records of a few resources and scopes, as the join_stage joins them: one object per
     distinct resource id or scope text, but also distinct objects of equal value (two ids,
     or two texts, for the same value) and the empty resource."""
     pool = draw(st.lists(resources, min_size=1, max_size=3))
     pool += [Resource(dict(r.attributes), r.schema_url or None) for r in pool[:1]]
     pool.append(Resource.get_empty())
-    rebuilder = Rebuilder()
+    join_stage = JoinStage()
     scope_pool = [
-        rebuilder.scope(str(number), checked)
+        join_stage.scope(str(number), checked)
         for number, checked in enumerate(draw(st.lists(checked_scopes, min_size=1, max_size=3)))
     ]
-    scope_pool.append(rebuilder.scope("again", scope_pool[0] and _checked_scope(scope_pool[0])))
+    scope_pool.append(join_stage.scope("again", scope_pool[0] and _checked_scope(scope_pool[0])))
     batch = []
     for checked in draw(st.lists(records, min_size=1, max_size=6)):
         resource = draw(st.sampled_from(pool))

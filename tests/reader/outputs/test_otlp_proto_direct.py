@@ -3,7 +3,7 @@
 
 """OTLP protobuf written straight from checked records is, byte for byte, what the OTLP
 exporters' encoder serializes (``encode_spans(...).SerializeToString()``, and the logs
-encoder's) for the SDK objects the rebuilder builds from the same records."""
+encoder's) for the SDK objects the join_stage builds from the same records."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from opentelemetry_exporter_userevents.reader.decode.checked_records import (
     CheckedScope,
     CheckedSpan,
 )
-from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Rebuilder
+from opentelemetry_exporter_userevents.reader.join.join_stage import JoinedRecord, JoinStage
 from opentelemetry_exporter_userevents.reader.outputs.exporters import otlp_proto_direct
 from opentelemetry_exporter_userevents.reader.outputs.exporters.sdk_objects import sdk_object
 from tests.reader.outputs.test_otlp_json_direct import _quiet, batches, checked_logs, checked_spans
@@ -125,7 +125,7 @@ def _joined(*checked: Any, resource: Resource | None = None, scope: Any = None) 
     return [JoinedRecord(c, resource, scope) for c in checked]
 
 
-_SCOPE = Rebuilder().scope("s", CheckedScope("bench", "1.0", "https://s", {"a": [1, "x"]}))
+_SCOPE = JoinStage().scope("s", CheckedScope("bench", "1.0", "https://s", {"a": [1, "x"]}))
 _LONG = "x" * 300  # lengths past one varint byte
 
 

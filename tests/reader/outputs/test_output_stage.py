@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder
-from opentelemetry_exporter_userevents.reader.join.rebuild import Telemetry
+from opentelemetry_exporter_userevents.reader.join.join_stage import Telemetry
 from opentelemetry_exporter_userevents.reader.outputs.exporterhelper import output_stage
 from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.output_stage import (
     MAX_BATCH_ITEMS,
@@ -193,13 +193,13 @@ def test_the_read_loop_hands_batches_to_the_stage_without_waiting() -> None:
         def discover(self) -> None:
             pass
 
-    class Rebuilder:
+    class JoinStage:
         def add(self, records: Any) -> list[Any]:
             return _spans(2)
 
     output = Blocking()
     stage = OutputStage(output, stop_timeout=0.2)
-    parallel = Pipeline(DecodeStage(RecordDecoder(["*"])), Rebuilder(), stage, Source())  # type: ignore[arg-type]
+    parallel = Pipeline(DecodeStage(RecordDecoder(["*"])), JoinStage(), stage, Source())  # type: ignore[arg-type]
     stepped = threading.Event()
     threading.Thread(
         target=lambda: [parallel.step() for _ in range(3)] and stepped.set(), daemon=True

@@ -27,7 +27,7 @@ from opentelemetry.exporter.otlp.proto.common.metrics_encoder import (  # noqa: 
 )
 
 from opentelemetry_exporter_userevents.reader import cli  # noqa: E402
-from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder  # noqa: E402
+from opentelemetry_exporter_userevents.reader.join.join_stage import JoinStage  # noqa: E402
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import metrics_data  # noqa: E402
 from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.output_stage import (  # noqa: E402
     OutputStage,
@@ -84,7 +84,7 @@ def test_every_record_reaches_a_real_collectors_exporter_as_the_app_encoded_it(
     capture = _capture(tmp_path, _pages(raws))
     assert cli.main(["decode", capture, "--exporter", exporter]) == 0
     err = capsys.readouterr().err
-    points = Rebuilder().add(_metric_records(_collection()))
+    points = JoinStage().add(_metric_records(_collection()))
     stage = OutputStage(ExporterOutput(exporter), stop_timeout=30)
     stage.write(points)
     stage.close()

@@ -15,9 +15,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from opentelemetry_exporter_userevents.reader.decode.joinable import EncodedRecord
 from opentelemetry_exporter_userevents.reader.decode.validation import RecordChecker
-from opentelemetry_exporter_userevents.reader.join import rebuild
+from opentelemetry_exporter_userevents.reader.join import join_stage as join_module
+from opentelemetry_exporter_userevents.reader.join.join_stage import JoinStage
 from opentelemetry_exporter_userevents.reader.join.joined_record import JoinedRecord
-from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
 from opentelemetry_exporter_userevents.reader.outputs.exporters.sdk_objects import (
     readable_log,
     readable_span,
@@ -27,7 +27,7 @@ from opentelemetry_exporter_userevents.reader.outputs.exporters.sdk_objects impo
 from opentelemetry_exporter_userevents.reader.outputs.exporters.tree_view import TreeView
 from opentelemetry_exporter_userevents.reader.outputs.output import TreeOutput
 from opentelemetry_exporter_userevents.reader.pipeline.worker_loop import check_and_encode
-from tests.reader.join.test_rebuild import (
+from tests.reader.join.test_join_stage import (
     _rid,
     check_same_log,
     check_same_span,
@@ -40,9 +40,9 @@ from tests.support.span_fixtures import RESOURCE, make_logs, make_spans
 
 def test_spans_come_back_equal_field_by_field():
     spans = make_spans()
-    rebuilder = Rebuilder()
+    join_stage = JoinStage()
 
-    joined = rebuilder.add([resource_record(RESOURCE)] + [span_record(s, _rid()) for s in spans])
+    joined = join_stage.add([resource_record(RESOURCE)] + [span_record(s, _rid()) for s in spans])
 
     assert [type(item) for item in joined] == [JoinedRecord] * 2
     rebuilt = [sdk_object(item) for item in joined]
@@ -50,7 +50,7 @@ def test_spans_come_back_equal_field_by_field():
     for got, want in zip(rebuilt, spans, strict=True):
         assert type(got) is ReadableSpan
         check_same_span(got, want)
-    assert rebuilder.stats.spans == 2 and rebuilder.stats.resources == 1
+    assert join_stage.stats.spans == 2 and join_stage.stats.resources == 1
     assert type(rebuilt[1].attributes["list"]) is tuple
     for item, got in zip(joined, rebuilt, strict=True):  # the join's objects, not copies
         assert got.resource is item.resource and got.instrumentation_scope is item.scope
@@ -59,9 +59,9 @@ def test_spans_come_back_equal_field_by_field():
 
 def test_logs_come_back_equal_field_by_field():
     logs = make_logs()
-    rebuilder = Rebuilder()
+    join_stage = JoinStage()
 
-    joined = rebuilder.add([resource_record(RESOURCE)] + [log_record(r, _rid()) for r in logs])
+    joined = join_stage.add([resource_record(RESOURCE)] + [log_record(r, _rid()) for r in logs])
 
     assert len(joined) == 25 and {type(item) for item in joined} == {JoinedRecord}
     for item, want in zip(joined, logs, strict=True):
@@ -69,22 +69,22 @@ def test_logs_come_back_equal_field_by_field():
         assert type(got) is ReadableLogRecord
         check_same_log(got, want)
         check_same_log(readable_log(*item), want)  # type: ignore[arg-type]
-    assert rebuilder.stats.logs == 25
+    assert join_stage.stats.logs == 25
 
 
 def test_one_scope_object_per_distinct_scope():
     spans = make_spans()
     records = [resource_record(RESOURCE)] + [span_record(s, _rid()) for s in spans * 3]
-    built, failed = sdk_objects(Rebuilder().add(records))
+    built, failed = sdk_objects(JoinStage().add(records))
     assert failed == 0 and len(built) == 6
     scopes = {id(span.instrumentation_scope) for span in built}  # type: ignore[union-attr]
     assert len(scopes) == len({span.instrumentation_scope for span in spans})
 
 
 def test_the_join_builds_no_sdk_object():
-    """The Rebuilder hands JoinedRecord; join/ imports no span or log SDK type."""
-    assert not hasattr(Rebuilder, "span") and not hasattr(Rebuilder, "log")
-    join = Path(rebuild.__file__).parent
+    """The JoinStage hands JoinedRecord; join/ imports no span or log SDK type."""
+    assert not hasattr(JoinStage, "span") and not hasattr(JoinStage, "log")
+    join = Path(join_module.__file__).parent
     for path in join.glob("*.py"):
         imported = set()
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -100,7 +100,7 @@ def test_a_workers_record_builds_no_sdk_object_and_is_counted():
     spans = make_spans()
     decoded = [resource_record(RESOURCE)] + [span_record(s, _rid()) for s in spans]
     encoded = check_and_encode(decoded, RecordChecker())
-    joined = Rebuilder().add(encoded)
+    joined = JoinStage().add(encoded)
     assert [type(item.checked) for item in joined] == [EncodedRecord] * 2  # type: ignore[union-attr]
     built, failed = sdk_objects(joined)
     assert built == [] and failed == 2
@@ -116,7 +116,7 @@ def test_the_tree_output_writes_what_the_tree_view_writes_of_the_sdk_objects():
         + [span_record(s, _rid()) for s in spans]
         + [log_record(r, _rid()) for r in logs]
     )
-    joined = Rebuilder().add(records)
+    joined = JoinStage().add(records)
     by_output, by_view = io.StringIO(), io.StringIO()
     output = TreeOutput(by_output)
     output.write(joined)

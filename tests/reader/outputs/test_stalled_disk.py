@@ -72,10 +72,10 @@ def test_a_stalled_fsync_blocks_neither_the_read_loop_nor_the_stop(
         reader = SimpleNamespace(
             decoder=SimpleNamespace(stats=SimpleNamespace(records=4, undecodable=0)), lost=0
         )
-        rebuilder = SimpleNamespace(stats=SimpleNamespace(invalid_reasons={}))
+        join_stage = SimpleNamespace(stats=SimpleNamespace(invalid_reasons={}))
         assert _returns(lambda: stage.write(_records()))  # the read loop hands on
         assert _returns(stage.parts)  # the progress line
-        assert _returns(lambda: health_metrics.gather(reader, rebuilder, stage, 0))
+        assert _returns(lambda: health_metrics.gather(reader, join_stage, stage, 0))
         assert not release.is_set()
 
         stage.stop_by(time.monotonic() + 1.0)

@@ -175,10 +175,10 @@ def test_the_health_metrics_count_the_dropped_events_by_process(tmp_path):
     events = _fed()
     reader = SimpleNamespace(decoder=SimpleNamespace(stats=SimpleNamespace(
         records=1, undecodable=0)), lost=0)  # fmt: skip
-    rebuilder = SimpleNamespace(stats=SimpleNamespace(invalid_reasons={}),
+    join_stage = SimpleNamespace(stats=SimpleNamespace(invalid_reasons={}),
                                 span_enricher=KernelView(events))  # fmt: skip
     stage = OutputStage(Output(), 0.1)
-    health = hm.gather(reader, rebuilder, stage, 5)
+    health = hm.gather(reader, join_stage, stage, 5)
     stage.close()
     dropped = events.timeline.budget.dropped
     assert health.kernel_dropped == {str(STORM.pid): dropped}

@@ -3,8 +3,8 @@
 
 """What the host sees of a writer process (reader/views/process_view.py): container ids from each
 runtime's cgroup paths, pids from NStgid, the merge into a record's resource, the per-pid
-views, the reader's own namespaces, and the rebuilder joining each record's view (both
-output paths); a rebuilder without views is unchanged."""
+views, the reader's own namespaces, and the join_stage joining each record's view (both
+output paths); a join_stage without views is unchanged."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from opentelemetry_exporter_userevents.reader.cli import parser
 from opentelemetry_exporter_userevents.reader.commands import record as record_command
 from opentelemetry_exporter_userevents.reader.commands.common import rebuilt_parts
 from opentelemetry_exporter_userevents.reader.decode.decoder import DecoderStats, TraceRecord
-from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Rebuilder
+from opentelemetry_exporter_userevents.reader.join.join_stage import JoinedRecord, JoinStage
 from opentelemetry_exporter_userevents.reader.live.eventheader_providers import ProviderDiscovery
 from opentelemetry_exporter_userevents.reader.outputs.exporters import otlp_json, otlp_json_direct
 from opentelemetry_exporter_userevents.reader.outputs.output import OtlpJsonOutput
@@ -46,7 +46,7 @@ from opentelemetry_exporter_userevents.reader.views.process_view import (
     read_view,
     thread_group_of_status,
 )
-from tests.reader.join.test_rebuild import log_record, resource_record, span_record
+from tests.reader.join.test_join_stage import log_record, resource_record, span_record
 from tests.support.sdk_rebuild import SdkRebuilder
 from tests.support.span_fixtures import make_logs, make_spans
 
@@ -403,7 +403,7 @@ def test_reader_namespaces_here():
     assert here.uts == os.stat("/proc/self/ns/uts").st_ino
 
 
-# --- the rebuilder: one resource per resource id and view -------------------------------
+# --- the join_stage: one resource per resource id and view -------------------------------
 
 
 SAME_APP = Resource({"service.name": "checkout", "process.pid": 1})
@@ -433,17 +433,17 @@ for _want in WANT.values():
 
 
 def test_same_resource_id_from_two_containers_gives_two_resources(tmp_path):
-    rebuilder = SdkRebuilder(process_views=two_containers(tmp_path))
+    join_stage = SdkRebuilder(process_views=two_containers(tmp_path))
     first, second = app_records(5001), app_records(5002)
     assert first[0].values["resource_id"] == second[0].values["resource_id"]
-    items = rebuilder.add(first + second)
+    items = join_stage.add(first + second)
     assert len(items) == 2 * (len(first) - 1)
     by_pid = {5001: items[: len(items) // 2], 5002: items[len(items) // 2 :]}
     for pid, rebuilt in by_pid.items():
         resources = {id(item.resource) for item in rebuilt}
         assert len(resources) == 1  # one object per resource id and view
         assert dict(rebuilt[0].resource.attributes) == WANT[pid]
-    assert rebuilder.stats.resources == 1
+    assert join_stage.stats.resources == 1
     # the OTLP encoder groups by resource: two resourceSpans
     spans = [s for s in items if not hasattr(s, "log_record")]
     request = otlp_json.spans_request(spans)
@@ -452,8 +452,8 @@ def test_same_resource_id_from_two_containers_gives_two_resources(tmp_path):
 
 def test_same_resource_id_from_two_containers_in_otlp_json_direct(tmp_path):
     records = app_records(5001) + app_records(5002)
-    rebuilder = Rebuilder(process_views=two_containers(tmp_path))
-    items = rebuilder.add(records)
+    join_stage = JoinStage(process_views=two_containers(tmp_path))
+    items = join_stage.add(records)
     assert all(type(item) is JoinedRecord for item in items)
     out = io.StringIO()
     output = OtlpJsonOutput(out)
@@ -477,29 +477,29 @@ def test_same_resource_id_from_two_containers_in_otlp_json_direct(tmp_path):
 
 
 def test_records_waiting_for_their_resource_keep_their_writers_view(tmp_path):
-    rebuilder = Rebuilder(process_views=two_containers(tmp_path))
+    join_stage = JoinStage(process_views=two_containers(tmp_path))
     first, second = app_records(5001), app_records(5002)
-    items = rebuilder.add(first[1:] + second[1:])  # the resource not yet announced
-    assert items == [] and rebuilder.pending == 2 * (len(first) - 1)
-    items = rebuilder.add([first[0]])
+    items = join_stage.add(first[1:] + second[1:])  # the resource not yet announced
+    assert items == [] and join_stage.pending == 2 * (len(first) - 1)
+    items = join_stage.add([first[0]])
     assert {item.resource.attributes["container.id"] for item in items} == {ID, ID2}
     # never announced: the empty resource, with what the host sees
-    rebuilder = Rebuilder(process_views=two_containers(tmp_path))
-    rebuilder.add(first[1:3])
-    released = rebuilder.flush()
+    join_stage = JoinStage(process_views=two_containers(tmp_path))
+    join_stage.add(first[1:3])
+    released = join_stage.flush()
     assert [dict(item.resource.attributes) for item in released] == [
         {"container.id": ID, "host.name": "node-1"}
     ] * 2
-    assert rebuilder.stats.without_resource == 2
+    assert join_stage.stats.without_resource == 2
 
 
 def test_a_resource_record_makes_its_writers_view_read_again(tmp_path):
     views = two_containers(tmp_path)
-    rebuilder = Rebuilder(process_views=views)
-    rebuilder.add(app_records(5001))
+    join_stage = JoinStage(process_views=views)
+    join_stage.add(app_records(5001))
     fake_process(tmp_path, 5001, "0::/\n")  # exited; a host process got its pid
     again = app_records(5001, Resource({"service.name": "other", "process.pid": 5001}))
-    items = rebuilder.add(again)
+    items = join_stage.add(again)
     assert dict(items[0].resource.attributes) == {
         "service.name": "other",
         "process.pid": 5001,
@@ -509,11 +509,11 @@ def test_a_resource_record_makes_its_writers_view_read_again(tmp_path):
 
 def test_a_rebuilder_without_views_is_unchanged(tmp_path):
     records = app_records(5001) + app_records(5002)
-    plain = Rebuilder().add(records)
+    plain = JoinStage().add(records)
     for item in plain:
         assert dict(item.resource.attributes) == dict(SAME_APP.attributes)
     assert len({id(item.resource) for item in plain}) == 1
-    direct = Rebuilder().add(records)
+    direct = JoinStage().add(records)
     out = io.StringIO()
     OtlpJsonOutput(out).write(direct)
     assert [len(json.loads(line)[key]) for line, key in
@@ -524,8 +524,8 @@ def test_a_rebuilder_without_views_is_unchanged(tmp_path):
 def test_views_of_host_processes_share_one_resource(tmp_path):
     fake_process(tmp_path, 6001, "0::/user.slice/user-1000.slice/session-2.scope\n")
     fake_process(tmp_path, 6002, "0::/system.slice/app.service\n")
-    rebuilder = Rebuilder(process_views=ProcessViews(str(tmp_path), "node-1"))
-    items = rebuilder.add(app_records(6001) + app_records(6002))
+    join_stage = JoinStage(process_views=ProcessViews(str(tmp_path), "node-1"))
+    items = join_stage.add(app_records(6001) + app_records(6002))
     assert len({id(item.resource) for item in items}) == 1
     assert dict(items[0].resource.attributes) == {**SAME_APP.attributes, "host.name": "node-1"}
 
@@ -639,15 +639,15 @@ def test_record_says_why_it_adds_nothing_outside_the_hosts_pid_namespace(monkeyp
 def test_the_summary_counts_writers_gone_and_views_forgotten():
     views = ProcessViews("/nonexistent")
     views.stats.gone_pids, views.stats.gone_records, views.stats.forgotten = 2, 9, 3
-    rebuilder = Rebuilder(process_views=views)
-    parts = rebuilt_parts(rebuilder, DecoderStats(), SimpleNamespace(failed=0))
+    join_stage = JoinStage(process_views=views)
+    parts = rebuilt_parts(join_stage, DecoderStats(), SimpleNamespace(failed=0))
     assert (
         "9 records of 2 writer pids gone before the reader looked them up in /proc "
         "(no container.id, no host process.pid)" in parts
     )
     assert "3 writer pids looked up again: too many writers" in parts
     assert not any(
-        "gone" in p for p in rebuilt_parts(Rebuilder(), DecoderStats(), SimpleNamespace(failed=0))
+        "gone" in p for p in rebuilt_parts(JoinStage(), DecoderStats(), SimpleNamespace(failed=0))
     )
 
 

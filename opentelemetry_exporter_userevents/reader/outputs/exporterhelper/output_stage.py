@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from opentelemetry_exporter_userevents.reader.decode.checked_records import CheckedSpan
-from opentelemetry_exporter_userevents.reader.join.rebuild import JoinedRecord, Telemetry
+from opentelemetry_exporter_userevents.reader.join.join_stage import JoinedRecord, Telemetry
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint
 from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.bounded_queue import (
     OLDEST_DROPPED,

@@ -11,7 +11,7 @@ equality, entered as each record is encoded; a request with a record it cannot e
 fails whole, and the OTLP/JSON output (:func:`.otlp_json.skipping_unrepresentable`) and
 the tests encode the others again. So groups come in the order of their first record that
 could be encoded, each holding the first object of its value seen; a record whose
-resource, scope or own values OTLP cannot carry is left out and counted. The rebuilder
+resource, scope or own values OTLP cannot carry is left out and counted. The join_stage
 keeps one object per distinct resource and scope, so each object is looked up by value
 once per request (by identity after that), and its encoded form is made once, kept across
 requests in an :class:`EncodedCache`.
@@ -43,7 +43,7 @@ class Unrepresentable(ValueError):
 
 class EncodedCache(Generic[E]):
     """The encoded form of each Resource and InstrumentationScope object (by identity:
-    the rebuilder keeps one per distinct value), or None where OTLP cannot carry it; one
+    the join_stage keeps one per distinct value), or None where OTLP cannot carry it; one
     per output and encoding (JSON text, protobuf bytes)."""
 
     def __init__(self) -> None:

@@ -7,7 +7,7 @@ exporters' encoder, protobuf's JSON mapping, then ``json.dumps``), written as te
 any of them: the same text, key order included.
 
 Each record comes joined to the SDK ``Resource`` and ``InstrumentationScope`` objects the
-:class:`~.rebuild.Rebuilder` keeps (one per distinct resource and scope): they group the
+:class:`~.join_stage.JoinStage` keeps (one per distinct resource and scope): they group the
 records exactly as the encoder groups them (:mod:`.grouping`), and their encoded form is
 made once, not per record. A record a worker encoded (:class:`.EncodedRecord`, made with
 :func:`span_item` or :func:`log_item` where it was decoded) comes with its item. Everything

@@ -16,7 +16,7 @@ from opentelemetry_exporter_userevents.abi.ring_buffer import FTRACE_MAX_PAYLOAD
 from opentelemetry_exporter_userevents.reader.decode.decoder import TraceRecord
 from opentelemetry_exporter_userevents.reader.decode.joinable import EncodedRecord, RejectedRecord
 from opentelemetry_exporter_userevents.reader.decode.validation import RecordChecker
-from opentelemetry_exporter_userevents.reader.join.rebuild import Rebuilder
+from opentelemetry_exporter_userevents.reader.join.join_stage import JoinStage
 from opentelemetry_exporter_userevents.reader.outputs.exporters import otlp_json
 from opentelemetry_exporter_userevents.reader.outputs.exporters.tree_view import TreeView
 from opentelemetry_exporter_userevents.reader.outputs.output import OtlpJsonOutput
@@ -132,17 +132,17 @@ def _rid() -> int:
 
 def test_records_wait_for_their_resource_then_give_up_with_an_empty_one():
     spans = make_spans()
-    rebuilder = SdkRebuilder(resource_wait=3600)
+    join_stage = SdkRebuilder(resource_wait=3600)
 
-    assert rebuilder.add([span_record(spans[0], _rid())]) == []
-    assert rebuilder.pending == 1
-    released = rebuilder.add([resource_record(RESOURCE)])
+    assert join_stage.add([span_record(spans[0], _rid())]) == []
+    assert join_stage.pending == 1
+    released = join_stage.add([resource_record(RESOURCE)])
     assert [s.name for s in released] == [spans[0].name] and released[0].resource == RESOURCE
 
-    assert rebuilder.add([span_record(spans[1], 999)]) == []
-    (orphan,) = rebuilder.flush()
+    assert join_stage.add([span_record(spans[1], 999)]) == []
+    (orphan,) = join_stage.flush()
     assert orphan.resource == Resource.get_empty()
-    assert rebuilder.stats.without_resource == 1 and rebuilder.pending == 0
+    assert join_stage.stats.without_resource == 1 and join_stage.pending == 0
 
     impatient = SdkRebuilder(resource_wait=0)
     assert len(impatient.add([span_record(spans[1], 999)])) == 1
@@ -150,23 +150,23 @@ def test_records_wait_for_their_resource_then_give_up_with_an_empty_one():
 
 def test_truncated_and_invalid_records_are_counted():
     span = make_spans()[0]
-    rebuilder = SdkRebuilder()
+    join_stage = SdkRebuilder()
     cut = span_record(span, _rid())
     cut.values["truncated"] = flags.TRUNCATED_EVENTS
     broken = span_record(span, _rid())
     broken.values["attributes"] = "{not json"
 
-    rebuilt = rebuilder.add([resource_record(RESOURCE), cut, broken])
+    rebuilt = join_stage.add([resource_record(RESOURCE), cut, broken])
 
     assert len(rebuilt) == 1
-    assert (rebuilder.stats.truncated, rebuilder.stats.invalid) == (1, 1)
+    assert (join_stage.stats.truncated, join_stage.stats.invalid) == (1, 1)
 
 
 def test_otlp_json_of_rebuilt_telemetry_equals_the_originals():
     spans = make_spans()
     logs = [r for r in make_logs() if otlp_can_carry(r)]
-    rebuilder = SdkRebuilder()
-    rebuilt = rebuilder.add(
+    join_stage = SdkRebuilder()
+    rebuilt = join_stage.add(
         [resource_record(RESOURCE)]
         + [span_record(s, _rid()) for s in spans]
         + [log_record(r, _rid()) for r in logs]
@@ -224,8 +224,8 @@ def test_tree_view_nests_children_under_their_parent():
 def test_tree_view_prints_orphans_on_flush_and_logs_at_once():
     spans = make_spans()
     logs = make_logs()
-    rebuilder = SdkRebuilder()
-    rebuilt = rebuilder.add(
+    join_stage = SdkRebuilder()
+    rebuilt = join_stage.add(
         [resource_record(RESOURCE), span_record(spans[0], _rid()), log_record(logs[0], _rid())]
     )
     out = io.StringIO()
@@ -251,12 +251,12 @@ def test_the_join_takes_a_workers_records_as_it_takes_checked_ones():
     decoded = [*spans, bad, unknown, *logs, resource]  # all but one wait for the resource
     encoded = check_and_encode(decoded, RecordChecker())
     assert {type(item) for item in encoded} == {EncodedRecord, RejectedRecord, TraceRecord}
-    here, there = Rebuilder(), Rebuilder()
+    here, there = JoinStage(), JoinStage()
     lines = []
-    for rebuilder, records in ((here, decoded), (there, encoded)):
+    for join_stage, records in ((here, decoded), (there, encoded)):
         out = io.StringIO()
         output = OtlpJsonOutput(out)
-        output.write(rebuilder.add(records) + rebuilder.flush())
+        output.write(join_stage.add(records) + join_stage.flush())
         lines.append(out.getvalue())
     assert lines[0] == lines[1] != ""
     assert here.stats == there.stats

@@ -99,11 +99,11 @@ when needed: nothing is lost)."""
 Joinable = CheckedSpan | CheckedLog | CheckedMetric | EncodedRecord
 """What the join takes (:mod:`.joinable`): a record checked here, or by a worker."""
 Incoming = TraceRecord | EncodedRecord | RejectedRecord | CheckedSpan
-"""What :meth:`Rebuilder.add` takes: decoded records (checked here), and a worker's."""
+"""What :meth:`JoinStage.add` takes: decoded records (checked here), and a worker's."""
 
 
 @dataclass
-class RebuildStats:
+class JoinStats:
     spans: int = 0
     logs: int = 0
     metric_points: int = 0
@@ -140,7 +140,7 @@ class RebuildStats:
             self.invalid_other_pids += 1
 
 
-class Rebuilder:
+class JoinStage:
     """Turns decoded records into :class:`JoinedRecord` (spans and logs) and MetricPoint,
     resources and scopes joined. An output that needs ReadableSpan and ReadableLogRecord
     builds them itself (:mod:`..outputs.sdk_objects`)."""
@@ -157,7 +157,7 @@ class Rebuilder:
         self.process_views = process_views
         """What the host sees of each writer pid, added to its records' resources; None:
         nothing added."""
-        self.stats = RebuildStats()
+        self.stats = JoinStats()
         self.door = RecordCheck()
         """The validation door for records decoded in this process (a worker's crossed
         it where they were decoded)."""
