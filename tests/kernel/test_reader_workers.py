@@ -40,22 +40,6 @@ def _writer(prefix: str) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
-def _workers(parent: int) -> int:
-    """How many workers ``parent`` has (its resource tracker is not one)."""
-    found = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            command = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue  # gone
-        if int(stat.rsplit(")", 1)[1].split()[1]) == parent and b"spawn_main" in command:
-            found += 1
-    return found
-
-
 def _burst(prefix: str, results: list[dict]) -> None:
     writers = [_writer(prefix) for _ in range(2)]
     for writer in writers:
@@ -76,7 +60,9 @@ def _stop_as_workers_start(
         _burst(prefix, results)
     finally:
         os.kill(reader.pid, signal.SIGCONT)
-    assert wait_until(lambda: _workers(reader.pid) == WORKERS, 120), "the workers never started"
+    assert wait_until(lambda: proc.worker_processes(reader.pid) == WORKERS, 120), (
+        "the workers never started"
+    )
     os.killpg(reader.pid, signal.SIGSTOP)  # each worker an interpreter importing the reader
     try:
         _burst(prefix, results)  # pages the workers will be handed
