@@ -29,7 +29,7 @@ import mmap
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from opentelemetry_exporter_userevents.abi.format import parse_format
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
@@ -63,6 +63,8 @@ RELEASE_EVERY = 64 << 20
 
 BATCH = 4096
 """Records :func:`batches` hands over at a time."""
+SAMPLE_CHUNK = 1024
+"""A perf.data's samples decoded at a time (:func:`perf_sample_chunks`)."""
 
 _TIMESTAMP = itemgetter(0)  # TraceRecord.timestamp
 _Record = TypeVar("_Record")
@@ -96,6 +98,10 @@ class DecodedCapture:
     """A trace.dat's pages, a stream per CPU in the order :attr:`records` merges them
     (for decoding workers: :mod:`..pipeline.worker_pool`; either this or :attr:`records` is read);
     None for a perf.data (samples, not pages: decoded in-process)."""
+    perf_samples: Callable[[], Iterator[list[tuple[int, bytes | memoryview]] | None]] | None = None
+    """A perf.data's samples in file order, in lists, None at each round's end
+    (:func:`perf_sample_chunks`, for decoding workers, which :func:`by_rounds` orders after;
+    either this or :attr:`records` is read); None for a trace.dat."""
     size: int = 0
     """The capture's size in bytes."""
     raw: RawCapture | None = None
@@ -255,6 +261,8 @@ def _decode_perf_data(
     perf = read_perf_data(data)
     decoded = _decoder(perf.tracing, prefixes, "perf.data")
     decoded.records = _perf_records(perf, decoded.decoder, release, decoded.notes)
+    decoded.perf_samples = lambda: perf_sample_chunks(perf, release, decoded.notes)
+    decoded.size = len(data)
     decoded.raw = perf_raw(perf)
     decoded.raw.notes = lambda: _perf_notes(perf.stats)
     return decoded
@@ -263,28 +271,69 @@ def _decode_perf_data(
 def _perf_records(
     perf: PerfData, decoder: RecordDecoder, release: _Release, notes: list[str]
 ) -> Iterator[TraceRecord]:
-    """The samples' records by timestamp (file order on equal timestamps). At the end of
-    each round, the records no later sample can precede (those up to the newest timestamp
-    of the rounds before it) are given; the rest wait, in a heap."""
-    waiting: list[tuple[int, int, TraceRecord]] = []
-    decoded: list[TraceRecord] = []
-    sequence = 0
-    newest = ready = -1  # newest timestamp read; the newest at the previous round's end
+    """The samples' records by timestamp (file order on equal timestamps), decoded here."""
+    return by_rounds(_decoded(perf_sample_chunks(perf, release, notes), decoder))
+
+
+def _decoded(
+    chunks: Iterable[list[tuple[int, bytes | memoryview]] | None], decoder: RecordDecoder
+) -> Iterator[list[TraceRecord] | None]:
+    for chunk in chunks:
+        if chunk is None:
+            yield None
+            continue
+        records: list[TraceRecord] = []
+        for timestamp, raw in chunk:
+            decoder.decode_record(timestamp, raw, records)
+        yield records
+
+
+def perf_sample_chunks(
+    perf: PerfData, release: _Release, notes: list[str], size: int = SAMPLE_CHUNK
+) -> Iterator[list[tuple[int, bytes | memoryview]] | None]:
+    """A perf.data's samples (timestamp, raw record) in file order, at most ``size`` a
+    list, and None at each round's end (a list never spans one); then its notes."""
+    chunk: list[tuple[int, bytes | memoryview]] = []
     for sample in perf.samples_and_rounds():
         if sample is None:
+            if chunk:
+                yield chunk
+                chunk = []
+            yield None
+            continue
+        release.read(len(sample.raw))
+        chunk.append((sample.timestamp, sample.raw))
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+    notes.extend(_perf_notes(perf.stats))
+
+
+def by_rounds(decoded: Iterable[Sequence[Any] | None]) -> Iterator[Any]:
+    """Records decoded from a perf.data's samples (lists in file order, None at each
+    round's end, as :func:`perf_sample_chunks` gives the samples), by timestamp, file
+    order on equal ones. At the end of each round, the records no later sample can precede
+    (those up to the newest timestamp of the rounds before it) are given; the rest wait,
+    in a heap. Records: a :class:`.TraceRecord`, or a worker's (each has its
+    ``timestamp``)."""
+    waiting: list[tuple[int, int, Any]] = []
+    sequence = 0
+    newest = ready = -1  # newest timestamp read; the newest at the previous round's end
+    for records in decoded:
+        if records is None:
             while waiting and waiting[0][0] <= ready:
                 yield heapq.heappop(waiting)[2]
             ready = newest
             continue
-        release.read(len(sample.raw))
-        if decoder.decode_record(sample.timestamp, sample.raw, decoded):
-            record = decoded.pop()
-            heapq.heappush(waiting, (record.timestamp, sequence, record))
+        for record in records:
+            timestamp = record.timestamp
+            heapq.heappush(waiting, (timestamp, sequence, record))
             sequence += 1
-            newest = max(newest, record.timestamp)
+            newest = max(newest, timestamp)
     while waiting:
         yield heapq.heappop(waiting)[2]
-    notes.extend(_perf_notes(perf.stats))
 
 
 def _perf_notes(stats: PerfDataStats) -> list[str]:

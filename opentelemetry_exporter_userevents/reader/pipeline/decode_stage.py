@@ -15,10 +15,11 @@ with the pages (:class:`.PageBatch`), so a worker never has a page before its fo
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from collections.abc import Iterator, Sequence
 from operator import attrgetter, itemgetter
 
-from opentelemetry_exporter_userevents.reader.capture.decode import DecodedCapture
+from opentelemetry_exporter_userevents.reader.capture.decode import DecodedCapture, by_rounds
 from opentelemetry_exporter_userevents.reader.decode.decoder import (
     DecoderStats,
     RecordDecoder,
@@ -96,21 +97,28 @@ class DecodeStage:
     # --- a capture: every CPU's pages ---------------------------------------------------
 
     def capture_records(self, capture: DecodedCapture) -> Iterator[Decoded]:
-        """A capture's records by timestamp (the CPUs merged in the same order in-process
-        and with workers, each CPU's in page order): with workers, a trace.dat of at least
-        :data:`WORKERS_FROM` bytes, decoded a chunk at a time, a few chunks ahead per CPU;
-        else in-process, as :attr:`.DecodedCapture.records` decodes them."""
-        if self.workers <= 1 or capture.cpu_pages is None or capture.size < WORKERS_FROM:
+        """A capture's records by timestamp, in the same order in-process and with workers:
+        with workers, one of at least :data:`WORKERS_FROM` bytes, decoded a chunk at a
+        time, a few chunks ahead (a trace.dat's pages per CPU, the CPUs merged; a
+        perf.data's samples in file order, ordered by perf's rounds after, as in-process:
+        :func:`.capture.decode.by_rounds`); else in-process, as
+        :attr:`.DecodedCapture.records` decodes them."""
+        pages, samples = capture.cpu_pages, capture.perf_samples
+        if self.workers <= 1 or capture.size < WORKERS_FROM or not (pages or samples):
             yield from capture.records
             return
         self.pool = pool = self._pool()
         formats = capture.formats + capture.other_formats
-        streams = capture.cpu_pages()
-        ahead = max(1, 2 * pool.count // max(1, len(streams)))
         try:
-            yield from heapq.merge(
-                *(cpu_records(pool, stream, formats, ahead) for stream in streams), key=_TIMESTAMP
-            )
+            if pages is not None:
+                streams = pages()
+                ahead = max(1, 2 * pool.count // max(1, len(streams)))
+                yield from heapq.merge(
+                    *(cpu_records(pool, stream, formats, ahead) for stream in streams),
+                    key=_TIMESTAMP,
+                )
+            elif samples is not None:
+                yield from by_rounds(_sample_records(pool, samples(), formats, 2 * pool.count))
         finally:
             self._add_pool_stats()
 
@@ -140,3 +148,26 @@ class DecodeStage:
         assert self.pool is not None
         self.decoder.stats.add(self.pool.stats)
         self.pool.stats = DecoderStats()
+
+
+def _sample_records(
+    pool: WorkerPool,
+    chunks: Iterator[list[tuple[int, bytes | memoryview]] | None],
+    formats: Sequence[str],
+    ahead: int,
+) -> Iterator[list[Decoded] | None]:
+    """A perf.data's sample chunks decoded by the workers, ``ahead`` at a time, given back
+    in file order with the rounds' ends (None) where they were."""
+    waiting: deque[int | None] = deque()
+    for chunk in chunks:
+        waiting.append(
+            None if chunk is None else pool.submit([(t, bytes(raw)) for t, raw in chunk], formats)
+        )
+        while len(waiting) > ahead:
+            yield _taken(pool, waiting.popleft())
+    while waiting:
+        yield _taken(pool, waiting.popleft())
+
+
+def _taken(pool: WorkerPool, ticket: int | None) -> list[Decoded] | None:
+    return None if ticket is None else pool.result(ticket)

@@ -51,6 +51,9 @@ from opentelemetry_exporter_userevents.record.tracepoints import LOG_KIND, SPAN_
 
 Decoded = TraceRecord | EncodedRecord | RejectedRecord | CheckedSpan
 """A record as a worker sends it back (what :meth:`.JoinStage.add` takes)."""
+ChunkItem = bytes | tuple[int, bytes]
+"""What a chunk holds: ring-buffer pages, or a perf.data's samples (timestamp, raw record)
+in file order."""
 
 
 def check_and_encode(
@@ -112,15 +115,19 @@ def check_and_encode(
 def decode_chunk(
     decoder: RecordDecoder,
     checker: RecordChecker,
-    pages: Iterable[bytes],
+    items: Iterable[ChunkItem],
     eventheader: EventHeaderChecker | None = None,
     encode_spans: bool = True,
 ) -> tuple[list[Decoded], DecoderStats]:
-    """A chunk of pages, decoded, checked and encoded; and what the decoder counted."""
+    """A chunk of pages (or of a perf.data's samples), decoded, checked and encoded; and
+    what the decoder counted."""
     decoder.stats = stats = DecoderStats()
     records: list[TraceRecord] = []
-    for page in pages:
-        decoder.decode_page(page, records)
+    for item in items:
+        if isinstance(item, tuple):
+            decoder.decode_record(item[0], item[1], records)
+        else:
+            decoder.decode_page(item, records)
     return check_and_encode(records, checker, eventheader, encode_spans), stats
 
 

@@ -63,6 +63,7 @@ from opentelemetry_exporter_userevents.reader.pipeline.worker_bootstrap import (
     stop_signals_blocked,
 )
 from opentelemetry_exporter_userevents.reader.pipeline.worker_loop import (
+    ChunkItem,
     Decoded,
     add_formats,
     decode_chunk,
@@ -149,7 +150,7 @@ class WorkerPool:
         """Seconds the main process waited on each worker, busy, without hearing from it."""
         self._in_flight: list[int] = []
         self._done: dict[int, list[Decoded]] = {}
-        self._chunks: dict[int, tuple[int, list[bytes], int]] = {}
+        self._chunks: dict[int, tuple[int, list[ChunkItem], int]] = {}
         """Each ticket in flight: its worker, its pages, and how many formats it knew."""
         self._next_ticket = 0
         self._next_worker = 0
@@ -221,7 +222,9 @@ class WorkerPool:
                 if self._alive[number]:
                     self._send(number, ("formats", new))
 
-    def submit(self, pages: Sequence[bytes | memoryview], formats: Sequence[str]) -> int:
+    def submit(
+        self, pages: Sequence[bytes | memoryview | tuple[int, bytes]], formats: Sequence[str]
+    ) -> int:
         """Hand a chunk of pages to the next live worker (none left, or it is still
         starting with :data:`WINDOW` chunks waiting and no worker has anything to take:
         decode it here); return its ticket. ``formats``: every format text the source
@@ -230,7 +233,7 @@ class WorkerPool:
         self._learn(formats)
         ticket = self._next_ticket
         self._next_ticket += 1
-        chunk = [bytes(page) for page in pages]
+        chunk = [page if isinstance(page, tuple) else bytes(page) for page in pages]
         while True:
             number = self._next_live()
             if number is None:
@@ -375,7 +378,7 @@ class WorkerPool:
             for n in range(self.count)
         )
 
-    def _decode_here(self, ticket: int, chunk: list[bytes], known: int) -> None:
+    def _decode_here(self, ticket: int, chunk: list[ChunkItem], known: int) -> None:
         """A dead worker's chunk decoded in this process, with the formats the worker
         would have had."""
         try:
@@ -386,7 +389,7 @@ class WorkerPool:
             return
         self.recovered_pages += len(chunk)
 
-    def _decode(self, chunk: list[bytes], known: int) -> list[Decoded]:
+    def _decode(self, chunk: list[ChunkItem], known: int) -> list[Decoded]:
         """A chunk's records decoded here, with the first ``known`` formats."""
         if self._local is None or self._local[0] != known:
             decoder = RecordDecoder(self._prefixes, self._layout, self._providers)

@@ -10,27 +10,37 @@ from __future__ import annotations
 import io
 import json
 import os
+import random
 import re
 import signal
+import struct
 import time
+from typing import Any
 
 import pytest
 
 from opentelemetry_exporter_userevents.abi.format import parse_format
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
 from opentelemetry_exporter_userevents.reader import cli
+from opentelemetry_exporter_userevents.reader.capture.decode import decode_bytes
 from opentelemetry_exporter_userevents.reader.commands import record as record_command
 from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder
-from opentelemetry_exporter_userevents.reader.pipeline import resource_tracker, worker_pool
+from opentelemetry_exporter_userevents.reader.pipeline import (
+    decode_stage,
+    resource_tracker,
+    worker_pool,
+)
 from tests.reader.capture.test_capture import FORMATS, _records
 from tests.reader.pipeline.test_worker_pool import (
     FORMAT_TEXTS,
     _chunk_pages,
+    _decode,
     _FakeReader,
     _in_process,
     _items,
     _spread,
 )
+from tests.support.captures import perf_data, perf_sample
 from tests.support.span_fixtures import make_logs, make_spans
 
 SPANS, LOGS = 40, 8
@@ -151,3 +161,52 @@ def test_the_pool_leaves_no_resource_tracker_behind():
     except ProcessLookupError:
         return
     raise AssertionError(f"the resource tracker {tracker} is still running")
+
+
+FINISHED_ROUND = struct.pack("<IHH", 68, 0, 8)
+"""perf's PERF_RECORD_FINISHED_ROUND: the end of a round."""
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_decode_of_a_perf_data_with_workers_writes_what_it_writes_in_process(
+    tmp_path, monkeypatch, seed
+):
+    """A perf.data's samples go to the workers in chunks (never across a round's end),
+    and come back ordered by perf's rounds as in-process: the same spans, logs and counts,
+    even where timestamps run backwards across rounds (a hostile file: the rounds' rule
+    broken), with records not ours and damaged ones among them."""
+    monkeypatch.setattr(decode_stage, "WORKERS_FROM", 0)
+    _, _, raws = _records(make_spans() * 5, make_logs() * 3)
+    shuffle = random.Random(seed)
+    records = []
+    for n, raw in enumerate(raws):
+        if shuffle.random() < 0.1:
+            raw = raw[:6]  # too short: undecodable
+        records.append(perf_sample(raw, 10_000 + shuffle.randrange(-300, 300) + 5 * n, n % 2))
+        if shuffle.random() < 0.2:
+            records.append(FINISHED_ROUND)
+    path = tmp_path / "perf.data"
+    path.write_bytes(perf_data(FORMATS, records))
+    pools: list[int] = []
+
+    class Pool(worker_pool.WorkerPool):
+        def __init__(self, count: int, *args: Any, **kwargs: Any) -> None:
+            pools.append(count)
+            super().__init__(count, *args, **kwargs)
+
+    monkeypatch.setattr(decode_stage, "WorkerPool", Pool)
+    one = _decode(str(path), "--workers", "1")
+    assert "(perf.data)" in str(one[2]) and sum(one[0].values()) > 0
+    for count in ("2", "3"):
+        assert _decode(str(path), "--workers", count) == one
+    assert pools == [2, 3]  # the workers decoded them
+    in_process = decode_bytes(path.read_bytes(), ["*"]).records
+    capture = decode_bytes(path.read_bytes(), ["*"])
+    stage = decode_stage.DecodeStage(capture.decoder, 2)
+    try:
+        with_workers = list(stage.capture_records(capture))
+    finally:
+        stage.close()
+    order = [(r.timestamp, r.pid) for r in in_process]
+    assert [(r.timestamp, r.pid) for r in with_workers] == order  # perf's rounds, as in-process
+    assert order != sorted(order)  # the rounds' rule broken: not merely sorted
