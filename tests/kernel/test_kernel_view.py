@@ -30,7 +30,6 @@ from typing import Any
 import pytest
 
 from opentelemetry_exporter_userevents.reader.views.kernel_timeline import MAX_THREADS
-from tests.kernel.test_reader_workers import _workers
 from tests.support import reader_process as proc
 from tests.support.otlp import attribute_value, flatten
 
@@ -159,7 +158,7 @@ def test_with_workers_each_span_shows_the_same(tmp_path, syscall_counter):
     finally:
         os.kill(reader.pid, signal.SIGCONT)
     assert burst.returncode == 0, burst.stderr
-    assert proc.wait_until(lambda: _workers(reader.pid) == 2, 300), proc.stop(reader)
+    assert proc.wait_until(lambda: proc.worker_processes(reader.pid) == 2, 300), proc.stop(reader)
     measured = _work_app(str(READS))
     done = _slowly(lambda: set(NAMES) <= set(_measured_spans(output, measured)), 300)
     err = proc.stop(reader)
