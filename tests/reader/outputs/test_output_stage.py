@@ -199,10 +199,10 @@ def test_the_read_loop_hands_batches_to_the_stage_without_waiting() -> None:
 
     output = Blocking()
     stage = OutputStage(output, stop_timeout=0.2)
-    parallel = Pipeline(DecodeStage(RecordDecoder(["*"])), JoinStage(), stage, Source())  # type: ignore[arg-type]
+    pipeline = Pipeline(DecodeStage(RecordDecoder(["*"])), JoinStage(), stage, Source())  # type: ignore[arg-type]
     stepped = threading.Event()
     threading.Thread(
-        target=lambda: [parallel.step() for _ in range(3)] and stepped.set(), daemon=True
+        target=lambda: [pipeline.step() for _ in range(3)] and stepped.set(), daemon=True
     ).start()
     assert stepped.wait(30)
     stage.close()
