@@ -45,6 +45,9 @@ if TYPE_CHECKING:  # imported when chosen (--capture, --kernel, the health metri
     from opentelemetry_exporter_userevents.reader.outputs.health_metrics import HealthReporter
     from opentelemetry_exporter_userevents.reader.views.kernel_view import KernelView
 
+HEALTH_FILE_WAIT = 0.25
+"""Seconds the stop waits for the last health file past its deadline at most (a disk that
+stalls: no longer; it takes milliseconds otherwise)."""
 BUSY_PAGES = 64
 """A read of at least this many pages starts the workers (``--workers`` above 1): a reader
 that is never busy never starts them."""
@@ -152,6 +155,7 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             if health is not None:  # once at stop: the last counts, what was queued delivered
                 output.wait_idle(output.deadline or time.monotonic())
                 health.report(reader, rebuilder, output, time.monotonic())
+                health.finish(max(output.deadline or 0.0, time.monotonic() + HEALTH_FILE_WAIT))
     finally:
         parallel.close()
         if kernel is not None:

@@ -52,6 +52,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint
+from opentelemetry_exporter_userevents.reader.outputs.health_file_writer import HealthFileWriter
 from opentelemetry_exporter_userevents.reader.private_file import open_private
 from opentelemetry_exporter_userevents.record import metric_values as mv
 from opentelemetry_exporter_userevents.version import __version__
@@ -404,9 +405,9 @@ def read_health_file(directory: str) -> Health | None:
 
 
 class HealthReporter:
-    """Every ``interval`` seconds (and once at stop, :meth:`report` with ``last``), a
-    snapshot: its points handed to the output (``send``), and, with ``directory``, the
-    health file written."""
+    """Every ``interval`` seconds (and once at stop), a snapshot: its points handed to the
+    output (``send``), and, with ``directory``, the health file written (on a thread of its
+    own: :mod:`.health_file_writer`)."""
 
     def __init__(
         self,
@@ -420,8 +421,20 @@ class HealthReporter:
         self.directory = directory
         self.start_time_ns = time.time_ns()
         self.next = started + interval
-        self.error: str | None = None
+        self.file: HealthFileWriter[Health] | None = None
+        """Writes the health file off the read loop (with ``directory``)."""
+        if directory is not None:
+            self.file = HealthFileWriter(directory, write_health_file)
+
+    @property
+    def error(self) -> str | None:
         """Why the health file could not be written (the first time), for the summary."""
+        return None if self.file is None else self.file.error
+
+    def finish(self, deadline: float) -> None:
+        """At stop: the last health file written, or ``deadline`` passed (a stalled disk)."""
+        if self.file is not None:
+            self.file.finish(deadline)
 
     def due(self, now: float) -> bool:
         return self.interval > 0 and now >= self.next
@@ -429,10 +442,7 @@ class HealthReporter:
     def report(self, reader: Any, rebuilder: Any, stage: Any, now: float) -> None:
         self.next = now + self.interval
         health = gather(reader, rebuilder, stage, self.start_time_ns)
-        if self.directory is not None:
-            try:
-                write_health_file(self.directory, health)
-            except OSError as error:
-                self.error = self.error or f"health file not written: {error}"
+        if self.file is not None:
+            self.file.offer(health)  # written on the health file's thread
         if self.send:
             stage.write(health_points(health))
