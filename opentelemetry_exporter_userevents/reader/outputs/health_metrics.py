@@ -141,6 +141,9 @@ class Health:
     resent: dict[str, int] = field(default_factory=dict)
     spool_requests: int = 0
     spool_bytes: int = 0
+    spool_items: dict[str, int] = field(default_factory=dict)
+    """Items left in the spool, by signal: with exported, failed, dropped, spooled less
+    re-sent, every item handed to the output is in one bucket."""
     exported: dict[str, int] = field(default_factory=dict)
     """Records the collector took, by signal."""
     failed: list[tuple[str, str, int]] = field(default_factory=list)
@@ -195,6 +198,7 @@ def gather(reader: Any, rebuilder: Any, stage: Any, start_time_ns: int) -> Healt
         health.spooled = {SIGNALS[SENDER_KINDS[k]]: n for k, n in spooled.items() if n}
         health.resent = {SIGNALS[SENDER_KINDS[k]]: n for k, n in resent.items() if n}
         health.spool_requests, health.spool_bytes = spool.counts()
+        health.spool_items = {SIGNALS[SENDER_KINDS[k]]: n for k, n in spool.left().items() if n}
     for kind, (taken, failed, durations) in delivered.items():
         signal = SIGNALS[SENDER_KINDS[kind]]
         health.exported[signal] = taken
@@ -283,6 +287,9 @@ def health_points(health: Health) -> list[MetricPoint]:
         ("spool.size", "By", health.spool_bytes),
     ):
         add(reader + name, unit, value, {}, False, "What waits now.")
+    for signal, count in sorted(health.spool_items.items()):
+        add(reader + "spool.items", "{item}", count, {"otel_userevents.signal": signal}, False,
+            "Items left in the spool now (--spool).")  # fmt: skip
     for signal, unit in UNITS.items():
         component = {"otel.component.type": COMPONENTS[signal],
                      "otel.component.name": f"{COMPONENTS[signal]}/0"}  # fmt: skip
@@ -357,7 +364,8 @@ def health_lines(health: Health) -> list[str]:
             )
     if health.spool_requests or health.spooled or health.resent:
         lines.append(
-            f"spool: {health.spool_requests} requests ({health.spool_bytes} bytes), "
+            f"spool: {health.spool_requests} requests ({health.spool_bytes} bytes, "
+            f"{sum(health.spool_items.values())} items left), "
             f"{sum(health.spooled.values())} items spooled, "
             f"{sum(health.resent.values())} re-sent"
         )
@@ -396,11 +404,11 @@ def read_health_file(directory: str) -> Health | None:
         health.failed = [tuple(f) for f in health.failed]  # type: ignore[misc]
     except (ValueError, TypeError):
         return None
-    dropped = health.kernel_dropped
-    if not isinstance(dropped, dict) or not all(
-        isinstance(k, str) and type(v) is int for k, v in dropped.items()
-    ):
-        return None
+    for counts in (health.kernel_dropped, health.spool_items):
+        if not isinstance(counts, dict) or not all(
+            isinstance(k, str) and type(v) is int for k, v in counts.items()
+        ):
+            return None
     return health
 
 

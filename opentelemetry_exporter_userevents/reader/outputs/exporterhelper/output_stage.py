@@ -405,7 +405,8 @@ def spool_parts(spool: Spool) -> list[str]:
     if damaged:
         parts.append(f"{damaged} damaged spool segments skipped")
     if segments:
-        parts.append(f"{segments} requests ({size / 1048576:.1f} MiB) left in the spool")
+        left = f": {_items(_kinds(spool.left()))}" if spool.left() else ""
+        parts.append(f"{segments} requests ({size / 1048576:.1f} MiB) left in the spool{left}")
     return parts
 
 
