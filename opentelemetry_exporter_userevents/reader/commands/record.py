@@ -45,6 +45,10 @@ if TYPE_CHECKING:  # imported when chosen (--capture, --kernel, the health metri
     from opentelemetry_exporter_userevents.reader.outputs.health_metrics import HealthReporter
     from opentelemetry_exporter_userevents.reader.views.kernel_view import KernelView
 
+HEALTH_FILE_WAIT = 0.25
+"""Seconds the stop waits for the last health file past its deadline at most (a disk that
+stalls: no longer; it takes milliseconds otherwise)."""
+
 
 def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Read until the duration ends, Ctrl-C, SIGTERM or SIGHUP; write what was rebuilt (or,
@@ -154,6 +158,7 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             if health is not None:  # once at stop: the last counts, what was queued delivered
                 output.wait_idle(output.deadline or time.monotonic())
                 health.report(reader, join_stage, output, time.monotonic())
+                health.finish(max(output.deadline or 0.0, time.monotonic() + HEALTH_FILE_WAIT))
     finally:
         pipeline.close(output.deadline)
         if kernel is not None:

@@ -52,6 +52,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint
+from opentelemetry_exporter_userevents.reader.outputs.health_file_writer import HealthFileWriter
 from opentelemetry_exporter_userevents.reader.private_file import open_private
 from opentelemetry_exporter_userevents.record import metric_values as mv
 from opentelemetry_exporter_userevents.version import __version__
@@ -140,6 +141,9 @@ class Health:
     resent: dict[str, int] = field(default_factory=dict)
     spool_requests: int = 0
     spool_bytes: int = 0
+    spool_items: dict[str, int] = field(default_factory=dict)
+    """Items left in the spool, by signal: with exported, failed, dropped, spooled less
+    re-sent, every item handed to the output is in one bucket."""
     exported: dict[str, int] = field(default_factory=dict)
     """Records the collector took, by signal."""
     failed: list[tuple[str, str, int]] = field(default_factory=list)
@@ -194,6 +198,7 @@ def gather(reader: Any, join_stage: Any, stage: Any, start_time_ns: int) -> Heal
         health.spooled = {SIGNALS[SENDER_KINDS[k]]: n for k, n in spooled.items() if n}
         health.resent = {SIGNALS[SENDER_KINDS[k]]: n for k, n in resent.items() if n}
         health.spool_requests, health.spool_bytes = spool.counts()
+        health.spool_items = {SIGNALS[SENDER_KINDS[k]]: n for k, n in spool.left().items() if n}
     for kind, (taken, failed, durations) in delivered.items():
         signal = SIGNALS[SENDER_KINDS[kind]]
         health.exported[signal] = taken
@@ -282,6 +287,9 @@ def health_points(health: Health) -> list[MetricPoint]:
         ("spool.size", "By", health.spool_bytes),
     ):
         add(reader + name, unit, value, {}, False, "What waits now.")
+    for signal, count in sorted(health.spool_items.items()):
+        add(reader + "spool.items", "{item}", count, {"otel_userevents.signal": signal}, False,
+            "Items left in the spool now (--spool).")  # fmt: skip
     for signal, unit in UNITS.items():
         component = {"otel.component.type": COMPONENTS[signal],
                      "otel.component.name": f"{COMPONENTS[signal]}/0"}  # fmt: skip
@@ -356,7 +364,8 @@ def health_lines(health: Health) -> list[str]:
             )
     if health.spool_requests or health.spooled or health.resent:
         lines.append(
-            f"spool: {health.spool_requests} requests ({health.spool_bytes} bytes), "
+            f"spool: {health.spool_requests} requests ({health.spool_bytes} bytes, "
+            f"{sum(health.spool_items.values())} items left), "
             f"{sum(health.spooled.values())} items spooled, "
             f"{sum(health.resent.values())} re-sent"
         )
@@ -395,18 +404,18 @@ def read_health_file(directory: str) -> Health | None:
         health.failed = [tuple(f) for f in health.failed]  # type: ignore[misc]
     except (ValueError, TypeError):
         return None
-    dropped = health.kernel_dropped
-    if not isinstance(dropped, dict) or not all(
-        isinstance(k, str) and type(v) is int for k, v in dropped.items()
-    ):
-        return None
+    for counts in (health.kernel_dropped, health.spool_items):
+        if not isinstance(counts, dict) or not all(
+            isinstance(k, str) and type(v) is int for k, v in counts.items()
+        ):
+            return None
     return health
 
 
 class HealthReporter:
-    """Every ``interval`` seconds (and once at stop, :meth:`report` with ``last``), a
-    snapshot: its points handed to the output (``send``), and, with ``directory``, the
-    health file written."""
+    """Every ``interval`` seconds (and once at stop), a snapshot: its points handed to the
+    output (``send``), and, with ``directory``, the health file written (on a thread of its
+    own: :mod:`.health_file_writer`)."""
 
     def __init__(
         self,
@@ -420,8 +429,20 @@ class HealthReporter:
         self.directory = directory
         self.start_time_ns = time.time_ns()
         self.next = started + interval
-        self.error: str | None = None
+        self.file: HealthFileWriter[Health] | None = None
+        """Writes the health file off the read loop (with ``directory``)."""
+        if directory is not None:
+            self.file = HealthFileWriter(directory, write_health_file)
+
+    @property
+    def error(self) -> str | None:
         """Why the health file could not be written (the first time), for the summary."""
+        return None if self.file is None else self.file.error
+
+    def finish(self, deadline: float) -> None:
+        """At stop: the last health file written, or ``deadline`` passed (a stalled disk)."""
+        if self.file is not None:
+            self.file.finish(deadline)
 
     def due(self, now: float) -> bool:
         return self.interval > 0 and now >= self.next
@@ -429,10 +450,7 @@ class HealthReporter:
     def report(self, reader: Any, join_stage: Any, stage: Any, now: float) -> None:
         self.next = now + self.interval
         health = gather(reader, join_stage, stage, self.start_time_ns)
-        if self.directory is not None:
-            try:
-                write_health_file(self.directory, health)
-            except OSError as error:
-                self.error = self.error or f"health file not written: {error}"
+        if self.file is not None:
+            self.file.offer(health)  # written on the health file's thread
         if self.send:
             stage.write(health_points(health))

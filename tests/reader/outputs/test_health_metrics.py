@@ -59,6 +59,7 @@ def _known() -> hm.Health:
         resent={"span": 8},
         spool_requests=1,
         spool_bytes=300,
+        spool_items={"span": 1},
         exported={"span": 80, "log": 10},
         failed=[("span", "HTTP 400 Bad Request", 11)],
         durations={
@@ -295,7 +296,7 @@ def test_status_shows_the_health_file(tmp_path: Path):
     assert "dropped (output: queue full): 5 span" in text
     assert "exported span: 80 taken, 11 failed" in text
     assert "failed span (HTTP 400 Bad Request): 11" in text
-    assert "spool: 1 requests (300 bytes), 9 items spooled, 8 re-sent" in text
+    assert "spool: 1 requests (300 bytes, 1 items left), 9 items spooled, 8 re-sent" in text
 
 
 def test_status_refuses_a_file_that_is_not_a_snapshot(tmp_path: Path):

@@ -201,7 +201,8 @@ def test_what_the_collector_did_not_take_is_spooled_then_resent_when_it_answers(
     stage.close()
     assert stage.failed == 0 and spool.counts()[0] == 2  # a spans and a logs request
     assert "2 spans and 2 logs spooled (the collector did not take them in time)" in stage.parts()
-    assert "2 requests (0.0 MiB) left in the spool" in stage.parts()
+    assert "2 requests (0.0 MiB) left in the spool: 2 spans and 2 logs" in stage.parts()
+    assert spool.left() == {"spans": 2, "logs": 2}
     spool.close()
 
     down["yes"] = False  # the collector is back; a new reader with the same spool

@@ -64,7 +64,9 @@ def test_two_readers_on_one_directory_lose_nothing_and_resend_nothing_acknowledg
     a.close()
 
     c = Spool(directory, 1 << 20)  # the next reader (or B, on its next look)
+    assert c.left() == {"spans": 10, "logs": 5}  # read from the headers at takeover
     assert _drain(c) == [(10, b"a-left"), (5, b"a-at-stop")]
+    assert not c.left()
     assert c.taken_over == 2 and c.resent == {"spans": 10, "logs": 5}
     b.close()
     c.close()

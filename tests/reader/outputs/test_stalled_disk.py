@@ -115,3 +115,51 @@ def test_the_stop_still_spools_when_the_disk_answers(
     stage.close()
     stuck.set()
     assert not stage.not_delivered and spool.spooled == {"spans": 4, "logs": 4}
+
+
+class _Quiet:
+    """An output that takes everything."""
+
+    failed = 0
+
+    def write(self, items: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_stalled_health_file_blocks_neither_the_read_loop_nor_the_stop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--spool DIR``'s health file is written on a thread of its own: the read loop's
+    health report returns while the write is stalled, and the stop's wait for the last one
+    ends at its deadline."""
+    stalled = threading.Event()
+    release = threading.Event()
+    real_write = health_metrics.write_health_file
+
+    def stalling_write(directory: str, health: Any) -> None:
+        stalled.set()
+        release.wait(600)
+        real_write(directory, health)
+
+    monkeypatch.setattr(health_metrics, "write_health_file", stalling_write)
+    reporter = health_metrics.HealthReporter(60, time.monotonic(), False, str(tmp_path))
+    stage = OutputStage(_Quiet(), stop_timeout=5)
+    reader = SimpleNamespace(
+        decoder=SimpleNamespace(stats=SimpleNamespace(records=7, undecodable=0)), lost=0
+    )
+    join_stage = SimpleNamespace(stats=SimpleNamespace(invalid_reasons={}))
+    try:
+        assert _returns(lambda: reporter.report(reader, join_stage, stage, time.monotonic()))
+        assert stalled.wait(PATIENCE)
+        assert _returns(lambda: reporter.report(reader, join_stage, stage, time.monotonic()))
+        assert _returns(lambda: reporter.finish(time.monotonic() + 0.5))  # the stop's wait
+        assert not release.is_set() and health_metrics.read_health_file(str(tmp_path)) is None
+    finally:
+        release.set()
+    assert reporter.file is not None and reporter.file.finish(time.monotonic() + PATIENCE)
+    health = health_metrics.read_health_file(str(tmp_path))
+    assert health is not None and health.read == 7  # the newest snapshot, written at last
+    stage.close()

@@ -125,12 +125,14 @@ def test_an_absurd_retry_after_is_capped_and_said(
     answer, arrivals = _throttled(lambda request: "999999999" if request == 1 else None)
     _start(collector, answer)
     output = ExporterOutput("otlp_proto_http", retry=QUICK)
+    stage = OutputStage(output, stop_timeout=60)
     with caplog.at_level(logging.WARNING):
-        output.write(_records())
-    output.close()
-    assert output.failed == 0 and arrivals[1] - arrivals[0] >= 1.0
+        stage.write(_records())
+        stage.close()
+    assert stage.failed == 0 and arrivals[1] - arrivals[0] >= 1.0
     assert output.throttle.capped == 1
     assert "asked to wait 999999999 s; waiting 1 s (the most honoured)" in caplog.text
+    assert "1 collector delays (Retry-After, RetryInfo) cut to 1 s" in stage.parts()
 
 
 def test_with_a_spool_the_collector_is_not_probed_before_its_retry_after(

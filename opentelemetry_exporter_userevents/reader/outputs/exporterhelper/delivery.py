@@ -1,16 +1,21 @@
 # Copyright The OpenTelemetry Authors
 # SPDX-License-Identifier: Apache-2.0
 
-"""What became of one OTLP request, and the retries that decide it, shared by the OTLP/HTTP
-poster (:mod:`.otlp_http_post`) and the OTLP/gRPC one (:mod:`.otlp_grpc_post`).
+"""What became of one OTLP request, and the retries that decide it (the Collector's retry
+sender), shared by the OTLP/HTTP poster (:mod:`..exporters.otlp_http_post`) and the
+OTLP/gRPC one (:mod:`..exporters.otlp_grpc_post`).
 
 A poster makes one attempt at a time (:data:`Attempt`): the attempt ends the request (a
-:class:`Delivery`: taken, or refused for good), or may be retried, after the backoff the
-OTLP specification asks for (exponential, 1, 2, 4... s, with jitter, as the exporters'
-clients make it) or the delay the collector asked for (HTTP ``Retry-After``, gRPC
-``RetryInfo``). :func:`deliver` makes the attempts within the request's total deadline, at
-most :data:`MAX_ATTEMPTS`; a request still not taken after them may be taken later
-(``Delivery.later``: a spool keeps it).
+:class:`Delivery`: taken, or refused for good), or may be retried. :func:`deliver` retries
+in one of two ways. With a :class:`RetryOnFailure` (``record``'s default, the Collector's
+``retry_on_failure``): each attempt has the exporter's timeout, the backoff starts at 5 s
+and grows by 1.5 up to 30 s, for up to 300 s from the first attempt. Without (``decode``,
+and a reader with ``--spool``, whose spool is the queue that retries): as the exporters'
+clients retry, 1, 2, 4... s with jitter, at most :data:`MAX_ATTEMPTS` within one total
+deadline. Either way a delay the collector asked for (HTTP ``Retry-After``, gRPC
+``RetryInfo``) is held by a :class:`Throttle` the output's senders share: no attempt of any
+signal goes before it (at most :data:`MAX_RETRY_AFTER` s). A request still not taken may be
+taken later (``Delivery.later``: a spool keeps it).
 
 A taken request's ``Export*ServiceResponse`` may hold a ``partial_success``: the records
 the collector rejected and why (:func:`partial_success`), counted by the sender.

@@ -33,6 +33,7 @@ from typing import Any
 from opentelemetry_exporter_userevents.reader.decode.checked_records import CheckedSpan
 from opentelemetry_exporter_userevents.reader.join.join_stage import JoinedRecord, Telemetry
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper import delivery
 from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.bounded_queue import (
     OLDEST_DROPPED,
     BoundedQueue,
@@ -383,6 +384,12 @@ class OutputStage:
         if not_delivered:
             parts.append(f"{_items(not_delivered)} not delivered: {NOT_DELIVERED}")
 
+        capped = getattr(getattr(self.output, "throttle", None), "capped", 0)
+        if type(capped) is int and capped:
+            parts.append(
+                f"{capped} collector delays (Retry-After, RetryInfo) cut to "
+                f"{delivery.MAX_RETRY_AFTER:.0f} s"
+            )
         spool = getattr(self.output, "spool", None)
         if isinstance(spool, Spool):
             parts += spool_parts(spool)
@@ -405,7 +412,8 @@ def spool_parts(spool: Spool) -> list[str]:
     if damaged:
         parts.append(f"{damaged} damaged spool segments skipped")
     if segments:
-        parts.append(f"{segments} requests ({size / 1048576:.1f} MiB) left in the spool")
+        left = f": {_items(_kinds(spool.left()))}" if spool.left() else ""
+        parts.append(f"{segments} requests ({size / 1048576:.1f} MiB) left in the spool{left}")
     return parts
 
 

@@ -139,6 +139,8 @@ class Spool:
         self._held: Key | None = None
         """The segment :meth:`oldest` returned, being re-sent: never dropped meanwhile."""
         self._bytes = 0
+        self._left: Counter[str] = Counter()
+        """Records in the index, by kind."""
         self._abandoned = False
         self._namespaces: dict[str, Namespace] = {}
         self._next_adopt = 0.0
@@ -173,10 +175,10 @@ class Spool:
             self._adopted(namespace, found)
         return taken
 
-    def _list(self, namespace: Namespace) -> list[tuple[int, str, int]]:
-        """A namespace's segments (number, name, size), oldest first; damaged ones and a
-        killed writer's temporary files deleted; at most :data:`MAX_SEGMENTS`, the oldest
-        past that dropped."""
+    def _list(self, namespace: Namespace) -> list[tuple[int, str, int, str, int]]:
+        """A namespace's segments (number, name, size, kind, records), oldest first; damaged
+        ones and a killed writer's temporary files deleted; at most :data:`MAX_SEGMENTS`,
+        the oldest past that dropped. Each header is read (once, at takeover)."""
         found: list[tuple[int, str, int]] = []
         damaged: list[str] = []
         try:
@@ -205,12 +207,19 @@ class Spool:
                         del found[:MAX_SEGMENTS]
         except OSError:
             pass
+        found.sort()
+        kept: list[tuple[int, str, int, str, int]] = []
+        for number, name, size in found:
+            kind, records = read_header(namespace.fd, name)  # its records, counted as left
+            if kind is None:
+                damaged.append(name)
+            else:
+                kept.append((number, name, size, kind, records))
         for name in damaged:
             unlink_quietly(namespace.fd, name)
         with self._lock:
             self.damaged += len(damaged)
-        found.sort()
-        return found
+        return kept
 
     def _drop_listed(self, namespace: Namespace, listed: list[tuple[int, str, int]]) -> None:
         for _number, name, _size in listed:
@@ -222,15 +231,16 @@ class Spool:
                 else:
                     self.dropped[kind] += records
 
-    def _adopted(self, namespace: Namespace, found: list[tuple[int, str, int]]) -> None:
+    def _adopted(self, namespace: Namespace, found: list[tuple[int, str, int, str, int]]) -> None:
         """``found`` put first in the index (older than this reader's own), then the bounds
         applied."""
-        keys = [(namespace.name, name) for _number, name, _size in found]
+        keys = [(namespace.name, name) for _number, name, _size, _kind, _records in found]
         with self._lock:
             self._namespaces[namespace.name] = namespace
-            for (number, name, size), key in zip(found, keys, strict=True):
-                self._live[key] = Entry(namespace, name, number, size, None, 0)
+            for (number, name, size, kind, records), key in zip(found, keys, strict=True):
+                self._live[key] = Entry(namespace, name, number, size, kind, records)
                 self._bytes += size
+                self._left[kind] += records
             namespace.live += len(found)
             self.taken_over += len(found)
             self._order.extendleft(reversed(keys))
@@ -311,6 +321,7 @@ class Spool:
             self._live[key] = Entry(own, name, number, size, kind, records)
             self._order.append(key)
             own.live += 1
+            self._left[kind] += records
             self.spooled[kind] += records
         return True
 
@@ -335,6 +346,7 @@ class Spool:
                     continue
                 self._bytes -= entry.size
                 entry.namespace.live -= 1
+                self._forget_records(entry)
                 self.damaged += 1
                 self._held = None
                 retire = self._retiring(entry.namespace)
@@ -353,6 +365,7 @@ class Spool:
             if entry is not None:
                 self._bytes -= entry.size
                 entry.namespace.live -= 1
+                self._forget_records(entry)
             self.resent[segment.kind] += resent
             retire = entry is not None and self._retiring(entry.namespace)
         if entry is None:
@@ -400,6 +413,16 @@ class Spool:
             os.close(namespace.lock_fd)
         os.close(self._fd)
 
+    def _forget_records(self, entry: Entry) -> None:
+        """``entry`` left the index: its records no longer left in the spool (lock held)."""
+        if entry.kind is not None:
+            self._left[entry.kind] -= entry.records
+
+    def left(self) -> Counter[str]:
+        """Records left in the spool, by kind (those of segments being written not yet)."""
+        with self._lock:
+            return +self._left
+
     def _head(self) -> Key | None:
         """The oldest key in the index (with the lock held); keys no longer live skipped."""
         order, live = self._order, self._live
@@ -429,6 +452,7 @@ class Spool:
             del live[key]
             self._bytes -= entry.size
             entry.namespace.live -= 1
+            self._forget_records(entry)
             victims.append(entry)
         order.extendleft(held)
         return victims
