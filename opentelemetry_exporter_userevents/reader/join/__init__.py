@@ -2,4 +2,4 @@
 # SPDX-License-Identifier: Apache-2.0
 
 """Join: checked records to their resources and scopes (records wait for their resource),
-counted. No span or log SDK object is built here (outputs/sdk_objects.py)."""
+counted. No span or log SDK object is built here (outputs/exporters/sdk_objects.py)."""

@@ -143,7 +143,7 @@ class JoinStats:
 class JoinStage:
     """Turns decoded records into :class:`JoinedRecord` (spans and logs) and MetricPoint,
     resources and scopes joined. An output that needs ReadableSpan and ReadableLogRecord
-    builds them itself (:mod:`..outputs.sdk_objects`)."""
+    builds them itself (:mod:`..outputs.exporters.sdk_objects`)."""
 
     def __init__(
         self,

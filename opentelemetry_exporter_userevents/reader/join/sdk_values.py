@@ -3,7 +3,7 @@
 
 """Checked values as the SDK keeps them: attribute sequences as tuples, dropped counts in
 ``BoundedAttributes``, so a rebuilt object encodes as the app's did (resources and scopes
-here; spans and logs in outputs/sdk_objects.py)."""
+here; spans and logs in outputs/exporters/sdk_objects.py)."""
 
 from __future__ import annotations
 
