@@ -143,6 +143,8 @@ class TraceReader(InstanceOwner):
         self._format_log: list[str] = []
         """The format text of each tracepoint enabled, in the order enabled (it only
         grows: :meth:`known_formats`)."""
+        self._format_snapshot: tuple[str, ...] = ()
+        """:attr:`_format_log` as of its last change: a read copies nothing."""
         self.pipes = CpuPipes(self.tracefs, self.instance, _PAGES_PER_READ)
         self.rescans = RescanSchedule(rescan_interval, None)
         """When a rescan lists every user_events name (:mod:`.rescan_schedule`); its change
@@ -408,6 +410,7 @@ class TraceReader(InstanceOwner):
             return False
         self._enabled[(system, name)] = _Enabled(system, name, kind, fmt.id, text)
         self._format_log.append(text)
+        self._format_snapshot = tuple(self._format_log)
         return True
 
     @property
@@ -461,13 +464,13 @@ class TraceReader(InstanceOwner):
         self.discover()
         return pages
 
-    def known_formats(self) -> list[str]:
+    def known_formats(self) -> tuple[str, ...]:
         """The format text of every tracepoint enabled so far, in the order enabled. Taken
         after pages are read, it holds the format of each of their records: a scan adds a
         format before it enables the tracepoint, and holds the lock taken here while it
         does (the decoding workers get these with the pages: :class:`.PageBatch`)."""
         with self._lock:
-            return list(self._format_log)
+            return self._format_snapshot
 
     def formats(self) -> list[tuple[str, str]]:
         """(system, ``format`` file text) of every tracepoint enabled so far, as it was when
