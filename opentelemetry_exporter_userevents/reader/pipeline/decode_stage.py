@@ -59,10 +59,13 @@ class DecodeStage:
 
     # --- live: a read at a time -------------------------------------------------------
 
-    def take(self, batch: PageBatch, last: bool = False) -> Sequence[Decoded]:
+    def take(
+        self, batch: PageBatch, last: bool = False, deadline: float | None = None
+    ) -> Sequence[Decoded]:
         """A read's records, by timestamp: this one's in-process; with workers, the read
-        before's (this one is left in flight: :meth:`drain`). A busy read starts the
-        workers (never the ``last``)."""
+        before's (this one is left in flight: :meth:`drain`), waiting for them at most
+        until ``deadline`` (the stop's). A busy read starts the workers (never the
+        ``last``)."""
         if self.pool is None:
             records: list[TraceRecord] = []
             for _cpu, page in batch.pages:
@@ -73,8 +76,8 @@ class DecodeStage:
             return records
         pool = self.pool
         pages = [page for _cpu, page in batch.pages]
-        tickets = [pool.submit(chunk, batch.formats) for chunk in chunks(pages)]
-        ready = self._collect()
+        tickets = [pool.submit(chunk, batch.formats, deadline) for chunk in chunks(pages)]
+        ready = self._collect(deadline)
         self._in_flight = tickets
         return ready
 

@@ -54,7 +54,7 @@ class Pipeline:
         record is delivered."""
         assert self.source is not None
         batch = self.source.read()
-        records = self.decode.take(batch, last)
+        records = self.decode.take(batch, last, deadline if last else None)
         self.source.discover()
         self.deliver(records)
         if last:

@@ -223,11 +223,15 @@ class WorkerPool:
                     self._send(number, ("formats", new))
 
     def submit(
-        self, pages: Sequence[bytes | memoryview | tuple[int, bytes]], formats: Sequence[str]
+        self,
+        pages: Sequence[bytes | memoryview | tuple[int, bytes]],
+        formats: Sequence[str],
+        deadline: float | None = None,
     ) -> int:
         """Hand a chunk of pages to the next live worker (none left, or it is still
         starting with :data:`WINDOW` chunks waiting and no worker has anything to take:
-        decode it here); return its ticket. ``formats``: every format text the source
+        decode it here); return its ticket (waiting for room at most until ``deadline``, as
+        :meth:`result` does). ``formats``: every format text the source
         knew once these pages were read, in the order it learnt them (it only grows): the
         ones not sent yet go first, so no chunk reaches a worker before its formats."""
         self._learn(formats)
@@ -249,7 +253,7 @@ class WorkerPool:
                 else:
                     self.decoded_here += len(chunk)
                     return ticket
-            self._receive()
+            self._receive(deadline)
         self._chunks[ticket] = (number, chunk, len(self._formats))
         if not self._in_flight[number]:
             self._waited[number] = 0.0  # idle until now: only busy time counts

@@ -210,3 +210,24 @@ def test_decode_of_a_perf_data_with_workers_writes_what_it_writes_in_process(
     order = [(r.timestamp, r.pid) for r in in_process]
     assert [(r.timestamp, r.pid) for r in with_workers] == order  # perf's rounds, as in-process
     assert order != sorted(order)  # the rounds' rule broken: not merely sorted
+
+
+def test_at_the_stop_a_full_window_waits_for_room_only_until_the_deadline(monkeypatch):
+    """The stop's last read hands its chunks to workers whose window may be full: the wait
+    for room ends at the stop's deadline too (the stuck worker killed there and its chunks
+    decoded here, not at :data:`.RESULT_WAIT` as a failure)."""
+    monkeypatch.setattr(worker_pool, "RESULT_WAIT", 30.0)
+    pages = _chunk_pages()
+    pool = worker_pool.WorkerPool(1, ["*"], PageLayout())
+    process = pool._processes[0]
+    try:
+        assert pool.result(pool.submit(pages[:1], FORMAT_TEXTS)) == _in_process(pages[:1])
+        os.kill(process.pid, signal.SIGSTOP)  # started, then never answers
+        held = [pool.submit([page], FORMAT_TEXTS) for page in pages[: worker_pool.WINDOW]]
+        deadline = time.monotonic() + 0.5
+        last = pool.submit(pages[-1:], FORMAT_TEXTS, deadline)  # no room: waits for it
+        got = [record for ticket in [*held, last] for record in pool.result(ticket, deadline)]
+    finally:
+        pool.close(time.monotonic())
+    assert got == _in_process([*pages[: worker_pool.WINDOW], *pages[-1:]])
+    assert pool.stopped_late_pages == worker_pool.WINDOW and pool.error() is None
