@@ -172,18 +172,23 @@ def deliver(
                 result.logged,
             )
             return Delivery(False, f"{result.failure} after {number + 1} attempts", later=True)
-        _logger.warning(
-            "Transient error %s encountered while exporting %s batch, retrying in %.2fs.",
-            result.logged,
-            kind,
-            backoff,
-        )
-        sleep(backoff)
+        _back_off(result, kind, backoff, sleep)
         waited = True  # the throttle's delay, if it asked for one, is over
     return Delivery(False, "not sent")  # not reached: the last attempt returns
 
 
 THROTTLED = "throttled by the collector (Retry-After) past the request's deadline"
+
+
+def _back_off(result: Retry, kind: str, backoff: float, sleep: Callable[[float], None]) -> None:
+    """Before the next attempt: say why (as the OTLP exporters say it), then wait."""
+    _logger.warning(
+        "Transient error %s encountered while exporting %s batch, retrying in %.2fs.",
+        result.logged,
+        kind,
+        backoff,
+    )
+    sleep(backoff)
 
 
 def _held(retry_after: float, throttle: Throttle | None) -> float:
@@ -238,13 +243,7 @@ def _retry_on_failure(
                     result.logged,
                 )
             return Delivery(False, f"{result.failure} after {number} attempts", later=True)
-        _logger.warning(
-            "Transient error %s encountered while exporting %s batch, retrying in %.2fs.",
-            result.logged,
-            kind,
-            backoff,
-        )
-        sleep(backoff)
+        _back_off(result, kind, backoff, sleep)
         waited = True  # the throttle's delay, if it asked for one, is over
 
 
