@@ -53,6 +53,13 @@ class RecordUnpacker:
             order.append((name, kind, end))
             position = end
         layout = struct.Struct("".join(codes))
+        self.fields = {
+            name: (offset, end - offset, kind, signed) for name, kind, offset, end, signed in plan
+        }
+        """Each field's offset, size, kind (``text``, ``chars`` or ``""``: an integer) and
+        whether the format says it is signed: what a native decoder needs."""
+        self.needed = layout.size
+        """The bytes a record must have."""
         self.format_name = fmt.name
         self._unpack_from = layout.unpack_from
         self._needed = layout.size

@@ -104,6 +104,9 @@ class RecordDecoder:
         self.providers = Providers(providers)
         self._by_id: dict[int, _Tracepoint] = {}
         self._other_prefixes: set[int] = set()
+        self.version = 0
+        """Changes whenever an event id is (re)mapped: a native decoder's cue to take the
+        formats again (:meth:`plans`)."""
 
     def kind_of(self, tracepoint: str) -> tuple[str, Schema] | None:
         """(kind, schema) if ``tracepoint`` has one of our names with a prefix this decoder
@@ -130,15 +133,27 @@ class RecordDecoder:
             metrics = otlp_metrics_unpacker(fmt)
             if metrics is not None:
                 self._by_id[fmt.id] = _Tracepoint(fmt.name, OTLP_METRICS_KIND, metrics)
+                self.version += 1
                 return OTLP_METRICS_KIND
             eventheader = eventheader_unpacker(fmt)
             if eventheader is not None:
                 self._by_id[fmt.id] = _Tracepoint(fmt.name, EVENTHEADER_KIND, eventheader)
+                self.version += 1
                 return EVENTHEADER_KIND
             raise ValueError(f"{fmt.name} is not one of our tracepoints")
         kind, schema = known
         self._by_id[fmt.id] = _Tracepoint(fmt.name, kind, schema.unpacker(fmt))
+        self.version += 1
         return kind
+
+    def plans(self) -> list[tuple[int, str, str, RecordUnpacker]]:
+        """(event id, kind, tracepoint, unpacker) of each tracepoint of ours decoded by
+        its format's offsets (spans, logs, resources, metric points; not EventHeader)."""
+        return [
+            (event_id, tp.kind, tp.name, tp.unpacker)
+            for event_id, tp in self._by_id.items()
+            if isinstance(tp.unpacker, RecordUnpacker)
+        ]
 
     def skip_other_prefix(self, fmt: EventFormat) -> bool:
         """If ``fmt`` is one of our tracepoints with a prefix this decoder does not read, or

@@ -23,6 +23,7 @@ import queue
 import threading
 import traceback
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -56,16 +57,31 @@ ChunkItem = bytes | tuple[int, bytes]
 in file order."""
 
 
+@dataclass
+class Interned:
+    """A chunk's scope texts and resources, one object each."""
+
+    scopes: dict[str, str] = field(default_factory=dict)
+    resources: dict[int, CheckedResource] = field(default_factory=dict)
+
+
 def check_and_encode(
     records: Iterable[TraceRecord],
     checker: RecordChecker,
     eventheader: EventHeaderChecker | None = None,
     encode_spans: bool = True,
+    out: list[Decoded] | None = None,
+    interned: Interned | None = None,
 ) -> list[Decoded]:
-    """What a worker sends back for decoded records (see :data:`Decoded`)."""
-    out: list[Decoded] = []
-    scopes: dict[str, str] = {}  # one object per scope text: pickled once per chunk
-    resources: dict[int, CheckedResource] = {}  # and per resource
+    """What a worker sends back for decoded records (see :data:`Decoded`), appended to
+    ``out``; ``interned``: the chunk's scope texts and resources so far (a chunk checked
+    a few records at a time: :mod:`.native_chunk`)."""
+    if out is None:
+        out = []
+    # one object per scope text, and per resource: pickled once per chunk
+    if interned is None:
+        interned = Interned()
+    scopes, resources = interned.scopes, interned.resources
     for record in records:
         timestamp, kind, tracepoint, pid, values = record
         checked: CheckedSpan | CheckedLog
