@@ -18,6 +18,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from opentelemetry_exporter_userevents.environment_variables import (
     OTEL_EXPORTER_USER_EVENTS_PREFIX,
@@ -102,6 +103,22 @@ class _CommandLine(argparse.ArgumentParser):
         return parsed
 
 
+class _Version(argparse._VersionAction):
+    """``--version``: the version, and the decode stage's core (native, or why Python)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: Any, **_kw: Any) -> None:
+        from opentelemetry_exporter_userevents.reader.native.native_core import (  # noqa: PLC0415 - start-up: only --version loads it
+            load_core,
+        )
+
+        try:
+            reason = load_core().reason
+        except (ImportError, ValueError) as error:
+            reason = str(error)
+        print(f"{parser.prog} {__version__} (reader core: {reason})")
+        parser.exit()
+
+
 def parser() -> argparse.ArgumentParser:
     top = _CommandLine(
         prog="otel-userevents",
@@ -109,7 +126,7 @@ def parser() -> argparse.ArgumentParser:
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    top.add_argument("--version", action=_Version, version=__version__)
     top.add_argument("--tracefs", help="tracefs mount point (default: found in /proc/mounts)")
     top.add_argument(
         "--prefix",

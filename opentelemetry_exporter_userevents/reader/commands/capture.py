@@ -19,7 +19,9 @@ from opentelemetry_exporter_userevents.reader.capture import (
     decode_file,
 )
 from opentelemetry_exporter_userevents.reader.commands.common import (
+    core_part,
     discovery_parts,
+    native_of,
     output_of,
     prefixes_of,
     providers_of,
@@ -163,7 +165,9 @@ def decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     # decode --kernel decodes in-process: its source interleaves the kernel's events with
     # ours (README, "decode --kernel")
     workers = 1 if kernel_run is not None else workers_of(args)
-    decode_stage = DecodeStage(decoded.decoder, workers)
+    decode_stage = DecodeStage(
+        decoded.decoder, workers, native=native_of(args, kernel_run is not None)
+    )
     output = output_of(args, out, workers)
     # the whole file is there: no waiting
     join_stage = JoinStage(
@@ -202,6 +206,7 @@ def decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     ]
     if kernel_run is not None:
         parts += capture_kernel.kernel_parts(kernel_run.view)
+    parts.append(core_part(decode_stage))
     err.write(head + ", ".join(parts) + "\n")
     if not decoded.tracepoints:
         err.write(

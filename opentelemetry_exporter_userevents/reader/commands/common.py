@@ -25,6 +25,11 @@ from opentelemetry_exporter_userevents.reader.decode.eventheader_records import 
 )
 from opentelemetry_exporter_userevents.reader.join.join_stage import JoinStage
 from opentelemetry_exporter_userevents.reader.live.trace_reader import TraceReader
+from opentelemetry_exporter_userevents.reader.native.native_core import (
+    CoreChoice,
+    NativeCore,
+    load_core,
+)
 from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.delivery import RetryOnFailure
 from opentelemetry_exporter_userevents.reader.outputs.output import (
     ExporterOutput,
@@ -32,6 +37,7 @@ from opentelemetry_exporter_userevents.reader.outputs.output import (
     Output,
     TreeOutput,
 )
+from opentelemetry_exporter_userevents.reader.pipeline.decode_stage import DecodeStage
 from opentelemetry_exporter_userevents.reader.private_file import open_private
 from opentelemetry_exporter_userevents.reader.terminal_text import printable
 from opentelemetry_exporter_userevents.record.tracepoints import ANY_PREFIX, DEFAULT_PREFIX
@@ -182,6 +188,38 @@ def retry_on_failure_of(args: argparse.Namespace) -> RetryOnFailure | None:
         multiplier=args.retry_on_failure_multiplier,
         max_elapsed_time=args.retry_on_failure_max_elapsed_time,
     )
+
+
+_CORE: CoreChoice | None = None
+
+
+def reader_core() -> CoreChoice:
+    """The decode stage's core, chosen once a process (:func:`.native_core.load_core`);
+    exits with the reason if ``OTEL_EXPORTER_USER_EVENTS_READER_CORE`` asks for one that
+    cannot be had."""
+    global _CORE
+    if _CORE is None:
+        try:
+            _CORE = load_core()
+        except (ImportError, ValueError) as error:
+            raise SystemExit(f"otel-userevents: {error}") from None
+    return _CORE
+
+
+def native_of(args: argparse.Namespace, kernel: bool = False) -> NativeCore | None:
+    """The native core, for an output that takes encoded items (OTLP/JSON lines, as the
+    workers'), not ``--kernel`` (its view adds to spans before they are encoded)."""
+    if kernel or args.exporter or args.format == "tree":
+        return None
+    return reader_core().core
+
+
+def core_part(stage: DecodeStage) -> str:
+    """The summary's word on the core: which one decoded, and why not the native one."""
+    if stage.native is not None:
+        return "native core"
+    reason = reader_core().reason
+    return "Python core" + (reason.removeprefix("python") if reader_core().core is None else "")
 
 
 def output_of(args: argparse.Namespace, out: TextIO, workers: int = 1) -> Output:

@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, TextIO
 from opentelemetry_exporter_userevents.reader.commands.common import (
     PROGRESS_INTERVAL,
     UsageError,
+    core_part,
     discovery_parts,
+    native_of,
     output_of,
     prefixes_of,
     providers_of,
@@ -110,7 +112,12 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     started = time.monotonic()
     health = _health_reporter(args, destination, started)
     pipeline = Pipeline(
-        DecodeStage(reader.decoder, workers, encode_spans=kernel is None),
+        DecodeStage(
+            reader.decoder,
+            workers,
+            encode_spans=kernel is None,
+            native=native_of(args, kernel is not None),
+        ),
         join_stage,
         output,
         LiveSource(reader),
@@ -169,7 +176,8 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         err.write(f"otel-userevents: {printable(reader.cleanup_error)}\n")
     if health is not None and health.error:
         err.write(f"otel-userevents: {printable(health.error)}\n")
-    err.write(_summary(reader, join_stage, output, started, stop_reason) + "\n")
+    core = core_part(pipeline.decode)
+    err.write(_summary(reader, join_stage, output, started, stop_reason, core) + "\n")
     if failed is not None:
         err.write(f"otel-userevents: {printable(str(failed))}\n")
     err.flush()
@@ -198,8 +206,14 @@ def _health_reporter(
 
 
 def _summary(
-    reader: TraceReader, join_stage: JoinStage, output: OutputStage, started: float, stop: str
+    reader: TraceReader,
+    join_stage: JoinStage,
+    output: OutputStage,
+    started: float,
+    stop: str,
+    core: str = "",
 ) -> str:
+    """The summary line (``core``: :func:`.core_part`'s, at the stop)."""
     elapsed = time.monotonic() - started
     decoded = reader.decoder.stats
     lost = f"lost {reader.lost}"
@@ -222,6 +236,8 @@ def _summary(
         )
 
         parts += kernel_parts(join_stage.span_enricher)
+    if core:
+        parts.append(core)
     head = "otel-userevents: " + ("stopped (" + stop + "): " if stop else "")
     return head + ", ".join(parts)
 

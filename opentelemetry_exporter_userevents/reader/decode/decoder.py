@@ -151,7 +151,7 @@ class RecordDecoder:
         its format's offsets (spans, logs, resources, metric points; not EventHeader)."""
         return [
             (event_id, tp.kind, tp.name, tp.unpacker)
-            for event_id, tp in self._by_id.items()
+            for event_id, tp in list(self._by_id.items())  # a scan may add one meanwhile
             if isinstance(tp.unpacker, RecordUnpacker)
         ]
 

@@ -33,6 +33,10 @@ MAX_FIELDS = 24
 SCOPES = 64
 """Distinct scope texts a call keeps; a record of another is left to the Python path."""
 
+MAX_TEXT = 16 << 20
+"""The most a call's items may take; an item past it goes to the Python path (a chunk is
+32 pages, or a perf.data's samples: a few hundred KiB in all)."""
+
 _ENTRY = struct.Struct("<QQIIIIiiHBB4x")
 """core.h's uev_entry, as the compiler lays it out (checked when the core loads)."""
 
@@ -137,12 +141,12 @@ class NativeCore:
 
     def _prepare(self, data: bytes, entries: int) -> Any:
         """The output, its buffers large enough for ``entries`` entries and a text arena
-        of 4 bytes of item per byte of input (a record whose item does not fit goes to
-        the Python path)."""
+        of 4 bytes of item per byte of input, at most :data:`MAX_TEXT` (a record whose
+        item does not fit goes to the Python path)."""
         ffi, out = self._ffi, self._out
         if self._entries is None or len(self._entries) < entries:
             self._entries = ffi.new("uev_entry[]", max(entries, 4096))
-        text = 4 * len(data) + 65536
+        text = min(4 * len(data) + 65536, MAX_TEXT)
         if self._text is None or len(self._text) < text:
             self._text = ffi.new("char[]", text)
         out.entries, out.entries_cap, out.entries_len = self._entries, len(self._entries), 0

@@ -25,13 +25,14 @@ from opentelemetry_exporter_userevents.reader.decode.decoder import (
     RecordDecoder,
     TraceRecord,
 )
+from opentelemetry_exporter_userevents.reader.native.native_core import NativeCore
+from opentelemetry_exporter_userevents.reader.pipeline.native_chunk import NativeChunks
 from opentelemetry_exporter_userevents.reader.pipeline.page_batch import PageBatch
-from opentelemetry_exporter_userevents.reader.pipeline.worker_loop import Decoded
+from opentelemetry_exporter_userevents.reader.pipeline.page_chunks import chunks, cpu_records
+from opentelemetry_exporter_userevents.reader.pipeline.worker_loop import ChunkItem, Decoded
 from opentelemetry_exporter_userevents.reader.pipeline.worker_pool import (
     WorkerError,
     WorkerPool,
-    chunks,
-    cpu_records,
 )
 
 BUSY_PAGES = 64
@@ -48,14 +49,23 @@ class DecodeStage:
     """Decodes a source's pages with ``decoder`` (the source's: its formats, its counts in
     ``decoder.stats``, the workers' added in), in this process or with ``workers``."""
 
-    def __init__(self, decoder: RecordDecoder, workers: int = 1, encode_spans: bool = True) -> None:
+    def __init__(
+        self,
+        decoder: RecordDecoder,
+        workers: int = 1,
+        encode_spans: bool = True,
+        native: NativeCore | None = None,
+    ) -> None:
         """``encode_spans`` off (``--kernel``): the workers send spans back checked, not
-        encoded, for the kernel view to add to them."""
+        encoded, for the kernel view to add to them. ``native``: the native core, for an
+        output that takes encoded items (OTLP/JSON lines): in this process, it checks and
+        encodes spans and logs as the workers do (:mod:`.native_chunk`)."""
         self.decoder = decoder
         self.workers = workers
         self.encode_spans = encode_spans
         self.pool: WorkerPool | None = None
         self._in_flight: list[int] = []
+        self.native = NativeChunks(native, decoder) if native is not None else None
 
     # --- live: a read at a time -------------------------------------------------------
 
@@ -67,9 +77,16 @@ class DecodeStage:
         until ``deadline`` (the stop's). A busy read starts the workers (never the
         ``last``)."""
         if self.pool is None:
-            records: list[TraceRecord] = []
-            for _cpu, page in batch.pages:
-                self.decoder.decode_page(page, records)
+            records: list[Decoded] | list[TraceRecord]
+            if self.native is not None:  # a chunk at a time: the core's buffers stay small
+                decoded: list[Decoded] = []
+                for chunk in chunks([page for _cpu, page in batch.pages]):
+                    decoded += self._native(chunk)
+                records = decoded
+            else:
+                records = []
+                for _cpu, page in batch.pages:
+                    self.decoder.decode_page(page, records)
             records.sort(key=_TIMESTAMP)
             if self.workers > 1 and len(batch.pages) >= BUSY_PAGES and not last:
                 self.pool = self._pool()
@@ -107,10 +124,14 @@ class DecodeStage:
         :func:`.capture.decode.by_rounds`); else in-process, as
         :attr:`.DecodedCapture.records` decodes them."""
         pages, samples = capture.cpu_pages, capture.perf_samples
+        pool: WorkerPool | InProcess
         if self.workers <= 1 or capture.size < WORKERS_FROM or not (pages or samples):
-            yield from capture.records
-            return
-        self.pool = pool = self._pool()
+            if self.native is None or not (pages or samples):
+                yield from capture.records
+                return
+            pool = InProcess(self)  # the same chunks, in the same order, decoded here
+        else:
+            self.pool = pool = self._pool()
         formats = capture.formats + capture.other_formats
         try:
             if pages is not None:
@@ -123,7 +144,8 @@ class DecodeStage:
             elif samples is not None:
                 yield from by_rounds(_sample_records(pool, samples(), formats, 2 * pool.count))
         finally:
-            self._add_pool_stats()
+            if self.pool is not None:
+                self._add_pool_stats()
 
     # --- the end ------------------------------------------------------------------------
 
@@ -135,6 +157,17 @@ class DecodeStage:
         """Stop the workers (by ``deadline``, a ``time.monotonic()`` reading, if given)."""
         if self.pool is not None:
             self.pool.close(deadline)
+
+    def _native(self, items: Sequence[ChunkItem]) -> list[Decoded]:
+        """A chunk through the native core, counted in the decoder's stats."""
+        assert self.native is not None
+        total = self.decoder.stats
+        try:
+            records, stats = self.native.decode(items)
+        finally:
+            self.decoder.stats = total
+        total.add(stats)
+        return records
 
     def _pool(self) -> WorkerPool:
         decoder = self.decoder
@@ -153,8 +186,30 @@ class DecodeStage:
         self.pool.stats = DecoderStats()
 
 
+class InProcess:
+    """A capture's chunks decoded in this process by the native core, with a worker pool's
+    ``submit`` and ``result`` (so the chunks and their order are the workers')."""
+
+    count = 1
+
+    def __init__(self, stage: DecodeStage) -> None:
+        self._stage = stage
+        self._done: dict[int, list[Decoded]] = {}
+        self._tickets = 0
+
+    def submit(
+        self, items: Sequence[ChunkItem], formats: Sequence[str], deadline: float | None = None
+    ) -> int:
+        self._tickets += 1
+        self._done[self._tickets] = self._stage._native(items)
+        return self._tickets
+
+    def result(self, ticket: int, deadline: float | None = None) -> list[Decoded]:
+        return self._done.pop(ticket)
+
+
 def _sample_records(
-    pool: WorkerPool,
+    pool: WorkerPool | InProcess,
     chunks: Iterator[list[tuple[int, bytes | memoryview]] | None],
     formats: Sequence[str],
     ahead: int,
@@ -172,5 +227,5 @@ def _sample_records(
         yield _taken(pool, waiting.popleft())
 
 
-def _taken(pool: WorkerPool, ticket: int | None) -> list[Decoded] | None:
+def _taken(pool: WorkerPool | InProcess, ticket: int | None) -> list[Decoded] | None:
     return None if ticket is None else pool.result(ticket)

@@ -43,6 +43,7 @@ from opentelemetry_exporter_userevents.reader.decode.eventheader_check import Ev
 from opentelemetry_exporter_userevents.reader.decode.eventheader_records import EVENTHEADER_KIND
 from opentelemetry_exporter_userevents.reader.decode.joinable import EncodedRecord, RejectedRecord
 from opentelemetry_exporter_userevents.reader.decode.validation import InvalidRecord, RecordChecker
+from opentelemetry_exporter_userevents.reader.native.native_core import load_core
 from opentelemetry_exporter_userevents.reader.outputs.exporters.grouping import Unrepresentable
 from opentelemetry_exporter_userevents.reader.outputs.exporters.otlp_json_direct import (
     log_item,
@@ -171,6 +172,15 @@ def serve(
     decoder = RecordDecoder(prefixes, layout, providers)
     checker = RecordChecker()
     eventheader = EventHeaderChecker()
+    native = None
+    if encode_spans:  # the main process's choice: the same setting, the same build
+        from opentelemetry_exporter_userevents.reader.pipeline.native_chunk import (  # noqa: PLC0415 - it builds on this module
+            NativeChunks,
+        )
+
+        core = load_core().core
+        if core is not None:
+            native = NativeChunks(core, decoder, checker, eventheader)
     outgoing: queue.Queue[Any] = queue.Queue()
 
     def send() -> None:
@@ -195,7 +205,10 @@ def serve(
                 add_formats(decoder, task[1])
                 continue
             _, ticket, pages = task
-            decoded = decode_chunk(decoder, checker, pages, eventheader, encode_spans)
+            if native is not None:
+                decoded = native.decode(pages)
+            else:
+                decoded = decode_chunk(decoder, checker, pages, eventheader, encode_spans)
             outgoing.put((ticket, *decoded))
     except BaseException:  # noqa: BLE001 - a bug: the main process reports it
         outgoing.put(("error", traceback.format_exc(limit=8)))

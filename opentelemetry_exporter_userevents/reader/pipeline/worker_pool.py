@@ -44,8 +44,7 @@ import queue
 import signal
 import threading
 import time
-from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -463,32 +462,3 @@ def _feed(messages: queue.SimpleQueue[Any], connection: Connection) -> None:
             return  # the worker is gone: the main process sees it die
         if message is None:
             return
-
-
-def chunks(pages: Sequence[Any], size: int = CHUNK_PAGES) -> Iterator[Sequence[Any]]:
-    for first in range(0, len(pages), size):
-        yield pages[first : first + size]
-
-
-def cpu_records(
-    pool: WorkerPool,
-    pages: Iterator[Any],
-    formats: Sequence[str],
-    ahead: int,
-    size: int = CHUNK_PAGES,
-) -> Iterator[Decoded]:
-    """One CPU's records (in page order), its chunks decoded ``ahead`` at a time, with
-    ``formats`` (a capture's: all of them from the start)."""
-    tickets: deque[int] = deque()
-    chunk: list[Any] = []
-    for page in pages:
-        chunk.append(page)
-        if len(chunk) >= size:
-            tickets.append(pool.submit(chunk, formats))
-            chunk = []
-            if len(tickets) > ahead:
-                yield from pool.result(tickets.popleft())
-    if chunk:
-        tickets.append(pool.submit(chunk, formats))
-    while tickets:
-        yield from pool.result(tickets.popleft())

@@ -20,6 +20,7 @@ from opentelemetry_exporter_userevents.reader.commands import status as status_c
 from opentelemetry_exporter_userevents.reader.commands.common import UsageError, rate
 from opentelemetry_exporter_userevents.reader.commands.record import filter_report
 from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder
+from opentelemetry_exporter_userevents.reader.native.native_core import READER_CORE, load_core
 from opentelemetry_exporter_userevents.reader.pipeline.worker_loop import add_formats, decode_chunk
 from opentelemetry_exporter_userevents.reader.private_file import PrivateFileError, open_private
 from opentelemetry_exporter_userevents.record import schema
@@ -47,11 +48,19 @@ def _usage_error(argv: list[str], capsys) -> str:
     return str(capsys.readouterr().err)
 
 
-def test_version_prints_the_package_version(capsys):
+def test_version_prints_the_package_version_and_the_core(capsys, monkeypatch):
     with pytest.raises(SystemExit) as raised:
         cli.main(["--version"])
     assert raised.value.code == 0
-    assert capsys.readouterr().out == f"otel-userevents {__version__}\n"
+    native = load_core().core is not None
+    core = "native" if native else "python (the native core did not load: "
+    assert capsys.readouterr().out.startswith(f"otel-userevents {__version__} (reader core: {core}")
+    monkeypatch.setenv(READER_CORE, "python")
+    with pytest.raises(SystemExit):
+        cli.main(["--version"])
+    assert capsys.readouterr().out == (
+        f"otel-userevents {__version__} (reader core: python ({READER_CORE}=python))\n"
+    )
 
 
 def test_every_option_says_its_default():

@@ -21,11 +21,13 @@ from hypothesis import strategies as st
 from opentelemetry.sdk.resources import Resource
 
 from opentelemetry_exporter_userevents.reader.cli import parser
+from opentelemetry_exporter_userevents.reader.commands import common
 from opentelemetry_exporter_userevents.reader.commands import record as record_command
 from opentelemetry_exporter_userevents.reader.commands.common import rebuilt_parts
 from opentelemetry_exporter_userevents.reader.decode.decoder import DecoderStats, TraceRecord
 from opentelemetry_exporter_userevents.reader.join.join_stage import JoinedRecord, JoinStage
 from opentelemetry_exporter_userevents.reader.live.eventheader_providers import ProviderDiscovery
+from opentelemetry_exporter_userevents.reader.native.native_core import CoreChoice
 from opentelemetry_exporter_userevents.reader.outputs.exporters import otlp_json, otlp_json_direct
 from opentelemetry_exporter_userevents.reader.outputs.output import OtlpJsonOutput
 from opentelemetry_exporter_userevents.reader.views import process_view
@@ -531,6 +533,13 @@ def test_views_of_host_processes_share_one_resource(tmp_path):
 
 
 # --- the record command: on by default, off with the flag, gone writers in the summary ---
+
+
+@pytest.fixture(autouse=True)
+def _python_core(monkeypatch):
+    """The fake reader hands its records through ``decode_page``: the Python path's (the
+    native core decodes real pages)."""
+    monkeypatch.setattr(common, "_CORE", CoreChoice(None, "python (the fake reader's pages)"))
 
 
 class _FakeReader:
