@@ -287,11 +287,13 @@ def parser() -> argparse.ArgumentParser:
         sub.add_argument(
             "--workers",
             type=options.positive,
-            default=default_workers(),
+            default=None,
             metavar="N",
             help="processes that decode, check and encode OTLP/JSON lines in parallel "
-            f"(default: the CPUs available, at most {MAX_DEFAULT_WORKERS}: here "
-            f"{default_workers()}; {options.AT_LEAST_ONE}); 1 decodes in-process. The output is "
+            "(default: 1 with the native core, which decodes faster in this process than "
+            "workers can be handed pages; with the Python core, the CPUs available, at most "
+            f"{MAX_DEFAULT_WORKERS}: here {default_workers()}; {options.AT_LEAST_ONE}); "
+            "1 decodes in-process. The output is "
             "the same either way "
             "(lines may be batched differently). Started only when busy: record, at a read "
             "of 64 pages or more; decode, for a trace.dat of 4 MiB or more (a perf.data "

@@ -165,10 +165,10 @@ def decode(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     # decode --kernel decodes in-process: its source interleaves the kernel's events with
     # ours (README, "decode --kernel")
     workers = 1 if kernel_run is not None else workers_of(args)
-    decode_stage = DecodeStage(
-        decoded.decoder, workers, native=native_of(args, kernel_run is not None)
-    )
     output = output_of(args, out, workers)
+    decode_stage = DecodeStage(
+        decoded.decoder, workers, native=native_of(output, kernel_run is not None)
+    )
     # the whole file is there: no waiting
     join_stage = JoinStage(
         resource_wait=float("inf"),

@@ -26,6 +26,7 @@ from opentelemetry_exporter_userevents.reader.decode.eventheader_records import 
 from opentelemetry_exporter_userevents.reader.join.join_stage import JoinStage
 from opentelemetry_exporter_userevents.reader.live.trace_reader import TraceReader
 from opentelemetry_exporter_userevents.reader.native.native_core import (
+    OTLP_PROTO,
     CoreChoice,
     NativeCore,
     load_core,
@@ -38,6 +39,7 @@ from opentelemetry_exporter_userevents.reader.outputs.output import (
     TreeOutput,
 )
 from opentelemetry_exporter_userevents.reader.pipeline.decode_stage import DecodeStage
+from opentelemetry_exporter_userevents.reader.pipeline.worker_count import default_workers
 from opentelemetry_exporter_userevents.reader.private_file import open_private
 from opentelemetry_exporter_userevents.reader.terminal_text import printable
 from opentelemetry_exporter_userevents.record.tracepoints import ANY_PREFIX, DEFAULT_PREFIX
@@ -168,11 +170,16 @@ def provider_argument(text: str) -> str:
 
 def workers_of(args: argparse.Namespace) -> int:
     """Decoding workers to use: ``--workers`` for OTLP/JSON lines (with ``--kernel`` too:
-    spans come back checked, for the kernel view to add to); 1 (in-process) for the tree
-    view and ``--exporter``, which need SDK objects built from whole checked records
-    (:mod:`..pipeline.worker_pool`)."""
+    spans come back checked, for the kernel view to add to), by default 1 where the native
+    core decodes (its pages go faster through it here than to a worker) and the CPUs
+    otherwise; 1 (in-process) for the tree view and ``--exporter``, which need SDK objects
+    built from whole checked records (:mod:`..pipeline.worker_pool`), or whose protobuf
+    the native core writes here."""
     if args.exporter or args.format == "tree":
         return 1
+    if args.workers is None:  # the default: in-process where the native core decodes
+        native = reader_core().core is not None and not getattr(args, "kernel", None)
+        return 1 if native else default_workers()
     return max(1, int(args.workers))
 
 
@@ -206,12 +213,21 @@ def reader_core() -> CoreChoice:
     return _CORE
 
 
-def native_of(args: argparse.Namespace, kernel: bool = False) -> NativeCore | None:
-    """The native core, for an output that takes encoded items (OTLP/JSON lines, as the
-    workers'), not ``--kernel`` (its view adds to spans before they are encoded)."""
-    if kernel or args.exporter or args.format == "tree":
+def native_of(output: Output, kernel: bool = False) -> NativeCore | None:
+    """The native core, for an output that takes encoded items: OTLP/JSON lines (as the
+    workers'), or the direct OTLP senders' protobuf (``--exporter otlp_proto_http`` and
+    ``otlp_proto_grpc``); not ``--kernel`` (its view adds to spans before they are
+    encoded), nor the tree view or another exporter (they build SDK objects)."""
+    if kernel:
         return None
-    return reader_core().core
+    core = reader_core().core
+    if core is None:
+        return None
+    if isinstance(output, OtlpJsonOutput):
+        return core
+    if isinstance(output, ExporterOutput) and not output.sdk_objects:
+        return load_core(OTLP_PROTO).core
+    return None
 
 
 def core_part(stage: DecodeStage) -> str:

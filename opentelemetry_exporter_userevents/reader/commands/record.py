@@ -116,7 +116,7 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             reader.decoder,
             workers,
             encode_spans=kernel is None,
-            native=native_of(args, kernel is not None),
+            native=native_of(destination, kernel is not None),
         ),
         join_stage,
         output,

@@ -54,8 +54,9 @@ class EncodedRecord(NamedTuple):
     truncated: int
     scope_text: str
     scope: CheckedScope | None
-    item: str | None
-    """Its OTLP/JSON item; None where OTLP cannot carry it (the output counts it)."""
+    item: str | bytes | None
+    """Its OTLP/JSON item (str), or its OTLP protobuf field (bytes: the native core's, for
+    the direct OTLP senders); None where OTLP cannot carry it (the output counts it)."""
     resource: CheckedResource | None = None
     """The resource an EventHeader record's writer named beside it (it has no resource
     record of its own: :mod:`.eventheader_check`), learnt by the join before the record."""

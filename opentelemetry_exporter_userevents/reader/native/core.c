@@ -118,93 +118,6 @@ static void put_u64(writer *w, uint64_t v) {
     put(w, digits + 20 - n, (size_t)n);
 }
 
-/* json.encoder.encode_basestring_ascii for one code point (CPython's
-   ascii_escape_unichar: lowercase hex, astral as a surrogate pair) */
-static void put_escaped(writer *w, uint32_t c) {
-    static const char hex[] = "0123456789abcdef";
-    char u[12];
-    if (c >= 0x20 && c <= 0x7e && c != '"' && c != '\\') {
-        char b = (char)c;
-        put(w, &b, 1);
-        return;
-    }
-    switch (c) {
-    case '\\': PUTS(w, "\\\\"); return;
-    case '"': PUTS(w, "\\\""); return;
-    case '\b': PUTS(w, "\\b"); return;
-    case '\f': PUTS(w, "\\f"); return;
-    case '\n': PUTS(w, "\\n"); return;
-    case '\r': PUTS(w, "\\r"); return;
-    case '\t': PUTS(w, "\\t"); return;
-    }
-    if (c >= 0x10000) {
-        uint32_t v = c - 0x10000, high = 0xD800 | (v >> 10), low = 0xDC00 | (v & 0x3FF);
-        u[0] = '\\', u[1] = 'u', u[2] = hex[high >> 12], u[3] = hex[(high >> 8) & 15];
-        u[4] = hex[(high >> 4) & 15], u[5] = hex[high & 15];
-        u[6] = '\\', u[7] = 'u', u[8] = hex[low >> 12], u[9] = hex[(low >> 8) & 15];
-        u[10] = hex[(low >> 4) & 15], u[11] = hex[low & 15];
-        put(w, u, 12);
-        return;
-    }
-    u[0] = '\\', u[1] = 'u', u[2] = hex[c >> 12], u[3] = hex[(c >> 8) & 15];
-    u[4] = hex[(c >> 4) & 15], u[5] = hex[c & 15];
-    put(w, u, 6);
-}
-
-/* One code point of valid UTF-8 (checked before: utf8_valid) at s[*i]. */
-static uint32_t next_code_point(const uint8_t *s, uint32_t *i) {
-    uint32_t c = s[*i];
-    if (c < 0x80) {
-        *i += 1;
-        return c;
-    }
-    if (c < 0xE0) {
-        c = ((c & 0x1F) << 6) | (s[*i + 1] & 0x3F);
-        *i += 2;
-    } else if (c < 0xF0) {
-        c = ((c & 0x0F) << 12) | ((s[*i + 1] & 0x3Fu) << 6) | (s[*i + 2] & 0x3F);
-        *i += 3;
-    } else {
-        c = ((c & 0x07) << 18) | ((s[*i + 1] & 0x3Fu) << 12) | ((s[*i + 2] & 0x3Fu) << 6) |
-            (s[*i + 3] & 0x3F);
-        *i += 4;
-    }
-    return c;
-}
-
-/* _quote(text): a str as json.dumps writes it. ``json``: s is the inside of a JSON string
-   (its escapes, checked by the parser, are decoded first), else a plain text. */
-static void put_quoted(writer *w, const uint8_t *s, uint32_t n, int json) {
-    uint32_t i = 0;
-    PUTS(w, "\"");
-    while (i < n && !w->full) {
-        uint32_t c = s[i];
-        if (c >= 0x20 && c < 0x7F && c != '"' && c != '\\') {
-            uint32_t run = i + 1;
-            while (run < n && s[run] >= 0x20 && s[run] < 0x7F && s[run] != '"' && s[run] != '\\')
-                run++;
-            put(w, (const char *)s + i, run - i);
-            i = run;
-            continue;
-        }
-        if (json && c == '\\') {
-            switch (s[i + 1]) {
-            case 'b': c = '\b'; break;
-            case 'f': c = '\f'; break;
-            case 'n': c = '\n'; break;
-            case 'r': c = '\r'; break;
-            case 't': c = '\t'; break;
-            default: c = s[i + 1]; /* " \ / */
-            }
-            i += 2;
-        } else {
-            c = next_code_point(s, &i);
-        }
-        put_escaped(w, c);
-    }
-    PUTS(w, "\"");
-}
-
 /* --- input checks ------------------------------------------------------------------------ */
 
 /* Strict UTF-8, as Python's decoder takes it (no surrogates, no overlongs, <= U+10FFFF). */
@@ -505,110 +418,6 @@ static int j_in_s64(const jnode *v) {
     return v->neg ? v->mag <= (uint64_t)1 << 63 : v->mag <= (uint64_t)INT64_MAX;
 }
 
-/* --- otlp_json_direct: _value, _attributes --------------------------------------------- */
-
-static int put_value(writer *w, const jdoc *d, uint32_t node, int clean);
-
-/* The KeyValues of an object (its pairs), "" keys left out when ``clean``; how many. */
-static int put_key_values(writer *w, const jdoc *d, uint32_t object, int clean, int *written) {
-    uint32_t k = j_first(object), i;
-    *written = 0;
-    for (i = 0; i < d->n[object].count; i++) {
-        uint32_t value = d->n[k].next;
-        if (d->n[k].len || !clean) {
-            if (*written)
-                PUTS(w, ",");
-            if (d->n[k].len) {
-                PUTS(w, "{\"key\":");
-                put_quoted(w, d->n[k].s, d->n[k].len, 1);
-                PUTS(w, ",\"value\":");
-            } else {
-                PUTS(w, "{\"value\":");
-            }
-            if (put_value(w, d, value, clean))
-                return -1;
-            PUTS(w, "}");
-            ++*written;
-        }
-        k = d->n[value].next;
-    }
-    return 0;
-}
-
-/* _value(value, clean): -1 where the Python path would leave the value out (an integer
-   beyond 64 bits cannot be here: the parser refused it) */
-static int put_value(writer *w, const jdoc *d, uint32_t node, int clean) {
-    const jnode *v = &d->n[node];
-    switch (v->type) {
-    case J_STR:
-        PUTS(w, "{\"stringValue\":");
-        put_quoted(w, v->s, v->len, 1);
-        PUTS(w, "}");
-        return 0;
-    case J_TRUE: PUTS(w, "{\"boolValue\":true}"); return 0;
-    case J_FALSE: PUTS(w, "{\"boolValue\":false}"); return 0;
-    case J_NULL: PUTS(w, "{}"); return 0;
-    case J_INT:
-        if (!j_in_s64(v))
-            return -1;
-        PUTS(w, "{\"intValue\":\"");
-        if (v->neg)
-            PUTS(w, "-");
-        put_u64(w, v->mag);
-        PUTS(w, "\"}");
-        return 0;
-    case J_ARR: {
-        uint32_t item = j_first(node), i;
-        if (!v->count) {
-            PUTS(w, "{\"arrayValue\":{}}");
-            return 0;
-        }
-        PUTS(w, "{\"arrayValue\":{\"values\":[");
-        for (i = 0; i < v->count; i++) {
-            if (i)
-                PUTS(w, ",");
-            if (put_value(w, d, item, clean))
-                return -1;
-            item = d->n[item].next;
-        }
-        PUTS(w, "]}}");
-        return 0;
-    }
-    case J_OBJ: {
-        size_t start = w->len;
-        int written;
-        PUTS(w, "{\"kvlistValue\":{\"values\":[");
-        if (put_key_values(w, d, node, clean, &written))
-            return -1;
-        if (!written) {
-            w->len = start;
-            PUTS(w, "{\"kvlistValue\":{}}");
-        } else {
-            PUTS(w, "]}}");
-        }
-        return 0;
-    }
-    }
-    return -1;
-}
-
-/* ``,"attributes":[...]`` of an attributes object, if it writes any (_attributes). */
-static int put_attributes(writer *w, const jdoc *d, uint32_t object, const char *before) {
-    size_t start = w->len;
-    int written;
-    if (!d->n[object].count)
-        return 0;
-    put(w, before, strlen(before));
-    PUTS(w, "\"attributes\":[");
-    if (put_key_values(w, d, object, 1, &written))
-        return -1;
-    if (!written)
-        w->len = start;
-    else
-        PUTS(w, "]");
-    return 0;
-}
-
 /* A count: _int(value, 0, high) of an integer node (not a bool). */
 static int j_count(const jdoc *d, uint32_t node, uint64_t high, uint64_t *value) {
     if (!node || d->n[node].type != J_INT || d->n[node].neg || d->n[node].mag > high)
@@ -621,6 +430,7 @@ static int j_is_hex_id(const jdoc *d, uint32_t node, uint32_t len) {
     const jnode *v = &d->n[node];
     return node && v->type == J_STR && !v->esc && v->len == len && is_hex_lower(v->s, len);
 }
+
 
 /* --- a record's fields ---------------------------------------------------------------------- */
 
@@ -672,281 +482,115 @@ static int unpack(fields *f, const uint8_t *record, uint32_t size, const uev_pla
     return 0;
 }
 
-/* validation.RecordChecker._event, then otlp_json_direct._event */
-static int put_event(writer *w, jdoc *d, uint32_t event) {
-    uint32_t name, attributes, dropped_node;
-    uint64_t time_ns, dropped = 0;
+
+/* --- the checks of validation.RecordChecker the core makes itself ---------------------------- */
+
+/* RecordChecker._event's: an object with a name (a string), time_ns (a count), attributes
+   (an object) and, maybe, dropped (a 32-bit count). */
+typedef struct {
+    uint32_t name, attributes;
+    uint64_t time_ns, dropped;
+} event_fields;
+
+static int get_event(const jdoc *d, uint32_t event, event_fields *e) {
+    uint32_t dropped;
     if (d->n[event].type != J_OBJ)
         return -1;
-    name = j_get(d, event, "name");
-    if (!name || d->n[name].type != J_STR)
+    e->name = j_get(d, event, "name");
+    if (!e->name || d->n[e->name].type != J_STR)
         return -1;
-    if (j_count(d, j_get(d, event, "time_ns"), UINT64_MAX, &time_ns))
+    if (j_count(d, j_get(d, event, "time_ns"), UINT64_MAX, &e->time_ns))
         return -1;
-    attributes = j_get(d, event, "attributes");
-    if (!attributes || d->n[attributes].type != J_OBJ)
+    e->attributes = j_get(d, event, "attributes");
+    if (!e->attributes || d->n[e->attributes].type != J_OBJ)
         return -1;
-    dropped_node = j_get(d, event, "dropped");
-    if (dropped_node && j_count(d, dropped_node, 0xFFFFFFFFu, &dropped))
-        return -1;
-    {
-        size_t start;
-        int written = 0;
-        PUTS(w, "{");
-        if (time_ns) {
-            PUTS(w, "\"timeUnixNano\":\"");
-            put_u64(w, time_ns);
-            PUTS(w, "\"");
-            written = 1;
-        }
-        if (d->n[name].len) {
-            if (written)
-                PUTS(w, ",");
-            PUTS(w, "\"name\":");
-            put_quoted(w, d->n[name].s, d->n[name].len, 1);
-            written = 1;
-        }
-        start = w->len;
-        if (put_attributes(w, d, attributes, written ? "," : ""))
-            return -1;
-        if (w->len != start)
-            written = 1;
-        if (dropped) {
-            if (written)
-                PUTS(w, ",");
-            PUTS(w, "\"droppedAttributesCount\":");
-            put_u64(w, dropped);
-        }
-        PUTS(w, "}");
-    }
-    return 0;
+    e->dropped = 0;
+    dropped = j_get(d, event, "dropped");
+    return dropped ? j_count(d, dropped, 0xFFFFFFFFu, &e->dropped) : 0;
 }
 
-/* validation.RecordChecker._link, then otlp_json_direct._link */
-static int put_link(writer *w, jdoc *d, uint32_t link) {
-    uint32_t trace_id, span_id, trace_state, is_remote, attributes, dropped_node;
-    uint64_t trace_flags, dropped = 0;
+/* RecordChecker._link's (a trace state is checked in Python: only "" here). */
+typedef struct {
+    uint32_t trace_id, span_id, attributes;
+    uint64_t dropped;
+    int remote;
+} link_fields;
+
+static int get_link(const jdoc *d, uint32_t link, link_fields *l) {
+    uint32_t is_remote, trace_state, dropped;
+    uint64_t trace_flags;
     if (d->n[link].type != J_OBJ)
         return -1;
     is_remote = j_get(d, link, "is_remote");
     if (!is_remote || (d->n[is_remote].type != J_TRUE && d->n[is_remote].type != J_FALSE))
         return -1;
-    trace_id = j_get(d, link, "trace_id");
-    span_id = j_get(d, link, "span_id");
-    if (!j_is_hex_id(d, trace_id, 32) || !j_is_hex_id(d, span_id, 16))
+    l->remote = d->n[is_remote].type == J_TRUE;
+    l->trace_id = j_get(d, link, "trace_id");
+    l->span_id = j_get(d, link, "span_id");
+    if (!j_is_hex_id(d, l->trace_id, 32) || !j_is_hex_id(d, l->span_id, 16))
         return -1;
     if (j_count(d, j_get(d, link, "trace_flags"), 0xFF, &trace_flags))
         return -1;
     trace_state = j_get(d, link, "trace_state");
     if (!trace_state || d->n[trace_state].type != J_STR || d->n[trace_state].len)
-        return -1; /* a trace state: its members are checked in Python */
-    attributes = j_get(d, link, "attributes");
-    if (!attributes || d->n[attributes].type != J_OBJ)
         return -1;
-    dropped_node = j_get(d, link, "dropped");
-    if (dropped_node && j_count(d, dropped_node, 0xFFFFFFFFu, &dropped))
+    l->attributes = j_get(d, link, "attributes");
+    if (!l->attributes || d->n[l->attributes].type != J_OBJ)
         return -1;
-    PUTS(w, "{\"traceId\":\"");
-    put(w, (const char *)d->n[trace_id].s, 32);
-    PUTS(w, "\",\"spanId\":\"");
-    put(w, (const char *)d->n[span_id].s, 16);
-    PUTS(w, "\"");
-    if (put_attributes(w, d, attributes, ","))
-        return -1;
-    if (dropped) {
-        PUTS(w, ",\"droppedAttributesCount\":");
-        put_u64(w, dropped);
-    }
-    if (d->n[is_remote].type == J_TRUE)
-        PUTS(w, ",\"flags\":768}");
-    else
-        PUTS(w, ",\"flags\":256}");
-    return 0;
+    l->dropped = 0;
+    dropped = j_get(d, link, "dropped");
+    return dropped ? j_count(d, dropped, 0xFFFFFFFFu, &l->dropped) : 0;
 }
 
-/* A JSON list of objects (events, links), each written by one; -1: the Python path. */
-static int put_list(writer *w, jdoc *d, text t, const char *key,
-                    int (*one)(writer *, jdoc *, uint32_t)) {
-    uint32_t root, item, i;
+/* A JSON list's items, parsed into d: its first item and count; -1 if not a list. */
+static int get_list(jdoc *d, text t, uint32_t *first, uint32_t *count) {
+    uint32_t root;
     d->count = 1; /* node 0 means "none" */
     if (j_parse(d, t.s, t.len, &root) || d->n[root].type != J_ARR)
         return -1;
-    if (!d->n[root].count)
-        return 0;
-    put(w, key, strlen(key));
-    PUTS(w, "[");
-    item = j_first(root);
-    for (i = 0; i < d->n[root].count; i++) {
-        if (i)
-            PUTS(w, ",");
-        if (one(w, d, item))
-            return -1;
-        item = d->n[item].next;
-    }
-    PUTS(w, "]");
+    *first = j_first(root);
+    *count = d->n[root].count;
     return 0;
 }
 
-/* RecordChecker.span (but its scope, which Python checks once per text), then
-   otlp_json_direct.span_item. */
-static int encode_span(writer *w, jdoc *d, const fields *f) {
+/* An attributes text, parsed into d: the object. */
+static int get_object(jdoc *d, text t, uint32_t *object) {
+    d->count = 1;
+    return j_parse(d, t.s, t.len, object) || d->n[*object].type != J_OBJ ? -1 : 0;
+}
+
+/* RecordChecker.span's checks of the fixed fields and plain texts (a trace state is
+   checked in Python: only "" here). */
+static int span_ok(const fields *f) {
     const uint64_t *v = f->ints;
     const text *t = f->texts;
-    uint32_t attributes;
-    uint64_t code = v[SPAN_STATUS_CODE];
-    int flags = CONTEXT_HAS_IS_REMOTE_MASK, parent = (v[SPAN_PARENT_FLAGS] & PARENT_PRESENT) != 0;
     if (!is_hex_lower(t[SPAN_TRACE_ID].s, 32) || all_zero_digits(t[SPAN_TRACE_ID].s, 32))
-        return -1;
+        return 0;
     if (!is_hex_lower(t[SPAN_SPAN_ID].s, 16) || all_zero_digits(t[SPAN_SPAN_ID].s, 16))
-        return -1;
-    if (parent && !is_hex_lower(t[SPAN_PARENT_ID].s, 16))
-        return -1;
-    if (t[SPAN_TRACE_STATE].len) /* a trace state: checked in Python */
-        return -1;
-    if (!plain(t[SPAN_NAME].s, t[SPAN_NAME].len) || v[SPAN_KIND] > 4 || code > 2 ||
-        !plain(t[SPAN_STATUS_DESCRIPTION].s, t[SPAN_STATUS_DESCRIPTION].len))
-        return -1;
-    PUTS(w, "{\"traceId\":\"");
-    put(w, (const char *)t[SPAN_TRACE_ID].s, 32);
-    PUTS(w, "\",\"spanId\":\"");
-    put(w, (const char *)t[SPAN_SPAN_ID].s, 16);
-    PUTS(w, "\"");
-    if (parent) {
-        PUTS(w, ",\"parentSpanId\":\"");
-        put(w, (const char *)t[SPAN_PARENT_ID].s, 16);
-        PUTS(w, "\"");
-        if (v[SPAN_PARENT_FLAGS] & PARENT_REMOTE)
-            flags |= CONTEXT_IS_REMOTE_MASK;
-    }
-    if (t[SPAN_NAME].len) {
-        PUTS(w, ",\"name\":");
-        put_quoted(w, t[SPAN_NAME].s, t[SPAN_NAME].len, 0);
-    }
-    PUTS(w, ",\"kind\":");
-    put_u64(w, v[SPAN_KIND] + 1);
-    if (v[SPAN_START]) {
-        PUTS(w, ",\"startTimeUnixNano\":\"");
-        put_u64(w, v[SPAN_START]);
-        PUTS(w, "\"");
-    }
-    if (v[SPAN_END]) {
-        PUTS(w, ",\"endTimeUnixNano\":\"");
-        put_u64(w, v[SPAN_END]);
-        PUTS(w, "\"");
-    }
-    d->count = 1;
-    if (j_parse(d, t[SPAN_ATTRIBUTES].s, t[SPAN_ATTRIBUTES].len, &attributes) ||
-        d->n[attributes].type != J_OBJ || put_attributes(w, d, attributes, ","))
-        return -1;
-    if (v[SPAN_DROPPED_ATTRIBUTES]) {
-        PUTS(w, ",\"droppedAttributesCount\":");
-        put_u64(w, v[SPAN_DROPPED_ATTRIBUTES]);
-    }
-    if (put_list(w, d, t[SPAN_EVENTS], ",\"events\":", put_event))
-        return -1;
-    if (v[SPAN_DROPPED_EVENTS]) {
-        PUTS(w, ",\"droppedEventsCount\":");
-        put_u64(w, v[SPAN_DROPPED_EVENTS]);
-    }
-    if (put_list(w, d, t[SPAN_LINKS], ",\"links\":", put_link))
-        return -1;
-    if (v[SPAN_DROPPED_LINKS]) {
-        PUTS(w, ",\"droppedLinksCount\":");
-        put_u64(w, v[SPAN_DROPPED_LINKS]);
-    }
-    if (code == 2 && t[SPAN_STATUS_DESCRIPTION].len) {
-        PUTS(w, ",\"status\":{\"message\":");
-        put_quoted(w, t[SPAN_STATUS_DESCRIPTION].s, t[SPAN_STATUS_DESCRIPTION].len, 0);
-        PUTS(w, ",\"code\":2}");
-    } else if (code) {
-        PUTS(w, ",\"status\":{\"code\":");
-        put_u64(w, code);
-        PUTS(w, "}");
-    } else {
-        PUTS(w, ",\"status\":{}");
-    }
-    PUTS(w, ",\"flags\":");
-    put_u64(w, (uint64_t)flags);
-    PUTS(w, "}");
-    return 0;
+        return 0;
+    if ((v[SPAN_PARENT_FLAGS] & PARENT_PRESENT) && !is_hex_lower(t[SPAN_PARENT_ID].s, 16))
+        return 0;
+    return !t[SPAN_TRACE_STATE].len && plain(t[SPAN_NAME].s, t[SPAN_NAME].len) &&
+           v[SPAN_KIND] <= 4 && v[SPAN_STATUS_CODE] <= 2 &&
+           plain(t[SPAN_STATUS_DESCRIPTION].s, t[SPAN_STATUS_DESCRIPTION].len);
 }
 
-/* RecordChecker.log (but its scope), then otlp_json_direct.log_item. */
-static int encode_log(writer *w, jdoc *d, const fields *f) {
+/* RecordChecker.log's checks of the fixed fields and plain texts. */
+static int log_ok(const fields *f) {
     const uint64_t *v = f->ints;
     const text *t = f->texts;
-    uint32_t body, attributes;
-    int severity_text = (v[LOG_FLAGS] & HAS_SEVERITY_TEXT) != 0;
-    int event_name = (v[LOG_FLAGS] & HAS_EVENT_NAME) != 0;
-    int written = 0;
     if (!is_hex_lower(t[LOG_TRACE_ID].s, 32) || !is_hex_lower(t[LOG_SPAN_ID].s, 16))
-        return -1;
+        return 0;
     if (v[LOG_SEVERITY_NUMBER] > 24)
-        return -1;
-    if ((severity_text && !plain(t[LOG_SEVERITY_TEXT].s, t[LOG_SEVERITY_TEXT].len)) ||
-        (event_name && !plain(t[LOG_EVENT_NAME].s, t[LOG_EVENT_NAME].len)))
-        return -1;
-    PUTS(w, "{");
-    if (v[LOG_TIME]) {
-        PUTS(w, "\"timeUnixNano\":\"");
-        put_u64(w, v[LOG_TIME]);
-        PUTS(w, "\"");
-        written = 1;
-    }
-    if (v[LOG_SEVERITY_NUMBER]) {
-        if (written)
-            PUTS(w, ",");
-        PUTS(w, "\"severityNumber\":");
-        put_u64(w, v[LOG_SEVERITY_NUMBER]);
-        written = 1;
-    }
-    if (severity_text && t[LOG_SEVERITY_TEXT].len) {
-        if (written)
-            PUTS(w, ",");
-        PUTS(w, "\"severityText\":");
-        put_quoted(w, t[LOG_SEVERITY_TEXT].s, t[LOG_SEVERITY_TEXT].len, 0);
-        written = 1;
-    }
-    if (written)
-        PUTS(w, ",");
-    PUTS(w, "\"body\":");
-    d->count = 1;
-    if (j_parse(d, t[LOG_BODY].s, t[LOG_BODY].len, &body) || put_value(w, d, body, 0))
-        return -1;
-    d->count = 1;
-    if (j_parse(d, t[LOG_ATTRIBUTES].s, t[LOG_ATTRIBUTES].len, &attributes) ||
-        d->n[attributes].type != J_OBJ || put_attributes(w, d, attributes, ","))
-        return -1;
-    if (v[LOG_DROPPED_ATTRIBUTES]) {
-        PUTS(w, ",\"droppedAttributesCount\":");
-        put_u64(w, v[LOG_DROPPED_ATTRIBUTES]);
-    }
-    if (v[LOG_TRACE_FLAGS]) {
-        PUTS(w, ",\"flags\":");
-        put_u64(w, v[LOG_TRACE_FLAGS]);
-    }
-    if (!all_zero_digits(t[LOG_TRACE_ID].s, 32)) {
-        PUTS(w, ",\"traceId\":\"");
-        put(w, (const char *)t[LOG_TRACE_ID].s, 32);
-        PUTS(w, "\"");
-    }
-    if (!all_zero_digits(t[LOG_SPAN_ID].s, 16)) {
-        PUTS(w, ",\"spanId\":\"");
-        put(w, (const char *)t[LOG_SPAN_ID].s, 16);
-        PUTS(w, "\"");
-    }
-    if (v[LOG_OBSERVED_TIME]) {
-        PUTS(w, ",\"observedTimeUnixNano\":\"");
-        put_u64(w, v[LOG_OBSERVED_TIME]);
-        PUTS(w, "\"");
-    }
-    if (event_name && t[LOG_EVENT_NAME].len) {
-        PUTS(w, ",\"eventName\":");
-        put_quoted(w, t[LOG_EVENT_NAME].s, t[LOG_EVENT_NAME].len, 0);
-    }
-    PUTS(w, "}");
-    return 0;
+        return 0;
+    if ((v[LOG_FLAGS] & HAS_SEVERITY_TEXT) &&
+        !plain(t[LOG_SEVERITY_TEXT].s, t[LOG_SEVERITY_TEXT].len))
+        return 0;
+    return !(v[LOG_FLAGS] & HAS_EVENT_NAME) || plain(t[LOG_EVENT_NAME].s, t[LOG_EVENT_NAME].len);
 }
+
+#include "otlp_json.c"
+#include "otlp_proto.c"
 
 /* --- records and pages ------------------------------------------------------------------ */
 
@@ -1001,8 +645,12 @@ static void one_record(run *r, uint64_t timestamp, const uint8_t *record, uint32
     plan = &r->core->plans[number - 1];
     if (unpack(&r->f, record, size, plan))
         return;
-    failed = plan->kind == UEV_SPAN ? encode_span(&r->w, r->doc, &r->f)
-                                    : encode_log(&r->w, r->doc, &r->f);
+    if (r->out->encoding == UEV_OTLP_PROTO)
+        failed = plan->kind == UEV_SPAN ? proto_span(&r->w, r->doc, &r->f)
+                                        : proto_log(&r->w, r->doc, &r->f);
+    else
+        failed = plan->kind == UEV_SPAN ? json_span(&r->w, r->doc, &r->f)
+                                        : json_log(&r->w, r->doc, &r->f);
     if (failed || r->w.full) {
         r->w.len = text_start;
         r->w.full = 0;

@@ -24,6 +24,11 @@
 #define UEV_E_RECORD 3 /* a record the Python path decodes (rec_off, rec_len) */
 #define UEV_E_PAGE 4   /* a whole page the Python path decodes (rec_off, rec_len) */
 
+/* what an item is */
+#define UEV_OTLP_JSON 0  /* a span's or log's OTLP/JSON object (otlp_json_direct) */
+#define UEV_OTLP_PROTO 1 /* its ScopeSpans.spans or ScopeLogs.log_records field
+                            (otlp_proto_direct) */
+
 typedef struct {
     uint16_t offset;
     uint16_t size;
@@ -64,10 +69,11 @@ typedef struct {
 } uev_scope;
 
 typedef struct {
+    uint32_t encoding;    /* UEV_OTLP_JSON or UEV_OTLP_PROTO */
     uev_entry *entries;
     size_t entries_cap;
     size_t entries_len;
-    char *text;           /* the items: ASCII JSON */
+    char *text;           /* the items: ASCII JSON, or protobuf */
     size_t text_cap;
     size_t text_len;
     uev_scope *scopes;    /* distinct scope texts of this call */

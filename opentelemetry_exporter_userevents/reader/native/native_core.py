@@ -26,6 +26,9 @@ SPAN, LOG = 1, 2
 """A plan's kind (core.h UEV_SPAN, UEV_LOG)."""
 INT, CHARS, TEXT = 0, 1, 2
 """A field's kind (core.h UEV_INT, UEV_CHARS, UEV_TEXT)."""
+OTLP_JSON, OTLP_PROTO = 0, 1
+"""What the items are (core.h UEV_OTLP_JSON, UEV_OTLP_PROTO): OTLP/JSON objects, or OTLP
+protobuf fields."""
 E_SPAN, E_LOG, E_RECORD, E_PAGE = 1, 2, 3, 4
 """What an entry is (core.h UEV_E_*): a span or log encoded, a record or a page for the
 Python path."""
@@ -60,7 +63,8 @@ class Result(NamedTuple):
     text, the scope table (offset, length in the input), and its counts."""
 
     entries: Iterator[tuple[Any, ...]]
-    text: str
+    text: str | bytes
+    """The items: OTLP/JSON (ASCII) text, or protobuf bytes."""
     scopes: list[tuple[int, int]]
     pages: int
     missed_pages: int
@@ -70,7 +74,8 @@ class Result(NamedTuple):
 class NativeCore:
     """One core: its plans (event id to fields), and buffers reused from call to call."""
 
-    def __init__(self, module: Any) -> None:
+    def __init__(self, module: Any, encoding: int = OTLP_JSON) -> None:
+        """``encoding``: :data:`OTLP_JSON` or :data:`OTLP_PROTO`."""
         self._ffi = ffi = module.ffi
         self._lib = module.lib
         if ffi.sizeof("uev_entry") != _ENTRY.size:
@@ -83,6 +88,7 @@ class NativeCore:
         self._text: Any = None
         self._scopes = ffi.new("uev_scope[]", SCOPES)
         self._layout = ffi.new("uev_layout *")
+        self.encoding = encoding
 
     def clear(self) -> None:
         """Forget every plan."""
@@ -153,6 +159,7 @@ class NativeCore:
         out.text, out.text_cap, out.text_len = self._text, len(self._text), 0
         out.scopes, out.scopes_cap, out.scopes_len = self._scopes, SCOPES, 0
         out.pages = out.missed_pages = out.records = 0
+        out.encoding = self.encoding
         return out
 
     def _result(self, out: Any) -> Result:
@@ -160,7 +167,9 @@ class NativeCore:
         entries = bytes(ffi.buffer(out.entries, out.entries_len * _ENTRY.size))
         return Result(
             _ENTRY.iter_unpack(entries),
-            ffi.buffer(out.text, out.text_len)[:].decode("ascii"),
+            ffi.buffer(out.text, out.text_len)[:].decode("ascii")
+            if self.encoding == OTLP_JSON
+            else ffi.buffer(out.text, out.text_len)[:],
             [(out.scopes[i].off, out.scopes[i].len) for i in range(out.scopes_len)],
             int(out.pages),
             int(out.missed_pages),
@@ -175,9 +184,9 @@ class CoreChoice(NamedTuple):
     reason: str
 
 
-def load_core() -> CoreChoice:
-    """The native core, or None and why not (the setting, or what failed to load).
-    Raises ImportError if the setting requires it and it cannot load."""
+def load_core(encoding: int = OTLP_JSON) -> CoreChoice:
+    """The native core (writing ``encoding``), or None and why not (the setting, or what
+    failed to load). Raises ImportError if the setting requires it and it cannot load."""
     wanted = os.environ.get(READER_CORE, "auto").strip().lower() or "auto"
     if wanted == "python":
         return CoreChoice(None, f"python ({READER_CORE}=python)")
@@ -185,7 +194,7 @@ def load_core() -> CoreChoice:
         raise ValueError(f"{READER_CORE}={wanted!r}: auto, native or python")
     try:
         module = importlib.import_module(_MODULE)
-        core = NativeCore(module)
+        core = NativeCore(module, encoding)
     except (ImportError, OSError, MemoryError) as exc:
         if wanted == "native":
             raise ImportError(

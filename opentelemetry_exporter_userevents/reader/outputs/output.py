@@ -219,8 +219,8 @@ class ExporterOutput:
             self.failed += failed
             items = objects
         elif joined:
-            spans_joined = [i for i in joined if type(i.checked) is CheckedSpan]
-            logs_joined = [i for i in joined if type(i.checked) is not CheckedSpan]
+            spans_joined = [i for i in joined if i.is_span]  # checked, or the core's fields
+            logs_joined = [i for i in joined if not i.is_span]
             for exporter, sender, records in (
                 (self.spans, self._direct_spans, spans_joined),
                 (self.logs, self._direct_logs, logs_joined),
@@ -299,8 +299,8 @@ class ExporterOutput:
         its items spooled, by kind (as the output stage counts them)."""
         spooled: Counter[str] = Counter()
         joined = [i for i in items if type(i) is JoinedRecord]
-        spans = [i for i in joined if type(i.checked) is CheckedSpan]
-        logs = [i for i in joined if type(i.checked) is not CheckedSpan]
+        spans = [i for i in joined if i.is_span]
+        logs = [i for i in joined if not i.is_span]
         points = _metric_points(items)
         for kind, sender, records in (
             ("spans", self._direct_spans, spans),

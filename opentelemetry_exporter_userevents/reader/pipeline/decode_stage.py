@@ -25,7 +25,7 @@ from opentelemetry_exporter_userevents.reader.decode.decoder import (
     RecordDecoder,
     TraceRecord,
 )
-from opentelemetry_exporter_userevents.reader.native.native_core import NativeCore
+from opentelemetry_exporter_userevents.reader.native.native_core import OTLP_JSON, NativeCore
 from opentelemetry_exporter_userevents.reader.pipeline.native_chunk import NativeChunks
 from opentelemetry_exporter_userevents.reader.pipeline.page_batch import PageBatch
 from opentelemetry_exporter_userevents.reader.pipeline.page_chunks import chunks, cpu_records
@@ -58,14 +58,19 @@ class DecodeStage:
     ) -> None:
         """``encode_spans`` off (``--kernel``): the workers send spans back checked, not
         encoded, for the kernel view to add to them. ``native``: the native core, for an
-        output that takes encoded items (OTLP/JSON lines): in this process, it checks and
-        encodes spans and logs as the workers do (:mod:`.native_chunk`)."""
+        output that takes encoded items (OTLP/JSON lines, the direct OTLP senders'
+        protobuf): in this process, it checks and encodes spans and logs
+        (:mod:`.native_chunk`)."""
         self.decoder = decoder
         self.workers = workers
         self.encode_spans = encode_spans
         self.pool: WorkerPool | None = None
         self._in_flight: list[int] = []
-        self.native = NativeChunks(native, decoder) if native is not None else None
+        self.native = None
+        if native is not None:  # OTLP/JSON, as a worker encodes; protobuf, for the join's door
+            self.native = NativeChunks(
+                native, decoder, encode_deferred=native.encoding == OTLP_JSON
+            )
 
     # --- live: a read at a time -------------------------------------------------------
 

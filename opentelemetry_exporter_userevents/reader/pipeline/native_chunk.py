@@ -5,7 +5,9 @@
 :func:`.worker_loop.decode_chunk` gives for it, the same records in the same order, with
 the same counts, made in C where the core can (:mod:`..native`).
 
-The core encodes the spans and logs of our tracepoints; every other record (resources,
+The core encodes the spans and logs of our tracepoints, as OTLP/JSON items (a worker's, and
+OTLP/JSON lines in this process) or OTLP protobuf fields (the direct OTLP senders'); every
+other record (resources,
 metric points, EventHeader records, anything the core is not sure of) and every page it
 would not parse come back as they are, and take the Python path here, in their place:
 the Python path is the reference the core is tested against (tests/reader/native/), so a
@@ -63,7 +65,12 @@ class NativeChunks:
         decoder: RecordDecoder,
         checker: RecordChecker | None = None,
         eventheader: EventHeaderChecker | None = None,
+        encode_deferred: bool = True,
     ) -> None:
+        """``encode_deferred``: the records the core hands back are checked and encoded
+        here, as a worker does (OTLP/JSON); off, they are passed on decoded, for the join's
+        validation door (in this process, for OTLP protobuf: the output encodes them)."""
+        self.encode_deferred = encode_deferred
         self.core = core
         self.decoder = decoder
         self.checker = checker or RecordChecker()
@@ -163,7 +170,10 @@ class NativeChunks:
                 decoder.decode_record(timestamp, data[rec_off : rec_off + rec_len], records)
             elif status == E_PAGE:
                 decoder.decode_page(data[rec_off : rec_off + rec_len], records)
-            check_and_encode(records, checker, self.eventheader, True, out, interned)
+            if self.encode_deferred:
+                check_and_encode(records, checker, self.eventheader, True, out, interned)
+            else:
+                out += records
         return out
 
 

@@ -3,8 +3,8 @@
 
 """``decode`` with the native core and with the Python path: the same OTLP/JSON lines, byte
 for byte, and the same summary but for the core it names, for a trace.dat and a perf.data,
-in-process and with workers; the tree view and ``--exporter`` say they took the Python
-path."""
+in-process and with workers; the same OTLP/HTTP requests to a collector; the tree view says
+it took the Python path."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from opentelemetry_exporter_userevents.reader.commands import common
 from opentelemetry_exporter_userevents.reader.native import native_core
 from opentelemetry_exporter_userevents.reader.pipeline import decode_stage
 from tests.reader.capture.test_capture import FORMATS, _capture, _pages, _records
+from tests.reader.outputs.test_otlp_http_output import Receiver, receiver  # noqa: F401
 from tests.support.captures import perf_data, perf_sample
 from tests.support.span_fixtures import make_logs, make_spans
 
@@ -61,6 +62,24 @@ def test_decode_writes_the_same_with_either_core(tmp_path, monkeypatch, workers)
         assert native_out == python_out and native_out.count("\n") >= 2
         assert native_err.endswith(", native core\n"), native_err
         assert python_err.endswith(f", Python core ({native_core.READER_CORE}=python)\n")
+        assert native_err.rsplit(", ", 1)[0] == python_err.rsplit(", ", 1)[0]
+
+
+def test_decode_to_a_collector_sends_the_same_requests_with_either_core(
+    tmp_path,
+    receiver: Receiver,  # noqa: F811 - the fixture
+):
+    """``--exporter otlp_proto_http``: the direct sender's requests, byte for byte (the
+    native core writes each span's and log's protobuf field)."""
+    for path in _files(tmp_path):
+        sent = []
+        for core in ("native", "python"):
+            receiver.requests.clear()
+            _, err = _decode(path, core, "--exporter", "otlp_proto_http")
+            sent.append((sorted(body for _, _, body in receiver.requests), err))
+        (native_sent, native_err), (python_sent, python_err) = sent
+        assert native_sent == python_sent and len(native_sent) >= 2
+        assert native_err.endswith(", native core\n"), native_err
         assert native_err.rsplit(", ", 1)[0] == python_err.rsplit(", ", 1)[0]
 
 

@@ -36,7 +36,11 @@ from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutp
 from opentelemetry_exporter_userevents.record import metric_values as mv  # noqa: E402
 from tests.reader.outputs.test_otlp_http_output import Receiver, receiver  # noqa: E402, F401
 from tests.reader.outputs.test_otlp_proto_direct import _joined, _log, _span  # noqa: E402
-from tests.reader.views.test_process_view import _FakeReader, app_records  # noqa: E402
+from tests.reader.views.test_process_view import (  # noqa: E402
+    _FakeReader,
+    _python_core,  # noqa: F401 - autouse: the fake reader takes the Python path
+    app_records,
+)
 
 
 def _values(points: list[Any]) -> dict[tuple[str, frozenset[tuple[str, Any]]], Any]:

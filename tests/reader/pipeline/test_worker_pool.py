@@ -28,6 +28,7 @@ from opentelemetry_exporter_userevents.abi.format import parse_format
 from opentelemetry_exporter_userevents.abi.ring_buffer import PageLayout
 from opentelemetry_exporter_userevents.reader import cli
 from opentelemetry_exporter_userevents.reader.commands import capture as capture_command
+from opentelemetry_exporter_userevents.reader.commands import common
 from opentelemetry_exporter_userevents.reader.commands import record as record_command
 from opentelemetry_exporter_userevents.reader.decode.decoder import DecoderStats, RecordDecoder
 from opentelemetry_exporter_userevents.reader.decode.validation import RecordChecker
@@ -145,12 +146,16 @@ def test_random_and_hostile_pages_give_the_same_output_and_counts(
     assert _decode_flat(path, "--workers", "2") == _decode_flat(path, "--workers", "1")
 
 
-def test_the_tree_view_and_exporters_decode_in_process():
+def test_the_tree_view_and_exporters_decode_in_process_and_so_by_default_the_native_core():
     args = cli.parser().parse_args(["decode", "x", "--format", "tree", "--workers", "3"])
     assert capture_command.workers_of(args) == 1
     args = cli.parser().parse_args(["decode", "x", "--workers", "3"])
     assert capture_command.workers_of(args) == 3
-    assert cli.parser().parse_args(["record"]).workers == worker_count.default_workers()
+    default = cli.parser().parse_args(["record"])
+    native = common.reader_core().core is not None
+    assert capture_command.workers_of(default) == (1 if native else worker_count.default_workers())
+    default = cli.parser().parse_args(["record", "--kernel", "sched"])
+    assert capture_command.workers_of(default) == worker_count.default_workers()
     with pytest.raises(SystemExit):
         cli.parser().parse_args(["record", "--workers", "0"])
 

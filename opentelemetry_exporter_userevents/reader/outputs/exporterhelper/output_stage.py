@@ -30,7 +30,6 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from opentelemetry_exporter_userevents.reader.decode.checked_records import CheckedSpan
 from opentelemetry_exporter_userevents.reader.join.join_stage import JoinedRecord, Telemetry
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint
 from opentelemetry_exporter_userevents.reader.outputs.exporterhelper import delivery
@@ -75,7 +74,7 @@ IDLE_SECONDS = 5.0
 
 def kind_of(item: Telemetry) -> str:
     if type(item) is JoinedRecord:
-        return "spans" if type(item.checked) is CheckedSpan else "logs"
+        return "spans" if item.is_span else "logs"  # checked, or encoded where decoded
     if type(item) is MetricPoint:  # told by type: the SDK's classes are looked up below
         return "metric points"
     if is_sdk_span(item):

@@ -100,7 +100,7 @@ def _log_or_item(record: CheckedSpan | CheckedLog | EncodedRecord) -> str:
 
 def _encoded(record: CheckedSpan | CheckedLog | EncodedRecord) -> str:
     """A worker's item (a record of the other kind: a caller's mistake, left out)."""
-    if type(record) is EncodedRecord and record.item is not None:
+    if type(record) is EncodedRecord and type(record.item) is str:
         return record.item
     raise Unrepresentable("OTLP cannot carry it, or not of this request's kind")
 

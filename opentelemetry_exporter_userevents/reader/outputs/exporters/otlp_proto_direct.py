@@ -50,6 +50,7 @@ from opentelemetry_exporter_userevents.reader.outputs.exporters.otlp_span_flags 
     CONTEXT_HAS_IS_REMOTE_MASK,
     CONTEXT_IS_REMOTE_MASK,
 )
+from opentelemetry_exporter_userevents.record.tracepoints import LOG_KIND, SPAN_KIND
 
 _U64_MASK = (1 << 64) - 1
 _BYTE = [bytes((n,)) for n in range(128)]
@@ -144,8 +145,8 @@ def logs_request(
 
 
 def _span_record(record: CheckedSpan | CheckedLog | EncodedRecord) -> bytes:
-    if type(record) is not CheckedSpan:  # a worker's JSON item, or a log: not ours
-        raise Unrepresentable("not a checked span")
+    if type(record) is not CheckedSpan:  # the native core's field, or not ours
+        return _encoded(record, SPAN_KIND)
     try:
         return span_item(record)
     except (OverflowError, IndexError, struct.error):  # a value past its field (checks
@@ -154,11 +155,19 @@ def _span_record(record: CheckedSpan | CheckedLog | EncodedRecord) -> bytes:
 
 def _log_record(record: CheckedSpan | CheckedLog | EncodedRecord) -> bytes:
     if type(record) is not CheckedLog:
-        raise Unrepresentable("not a checked log")
+        return _encoded(record, LOG_KIND)
     try:
         return log_item(record)
     except (OverflowError, IndexError, struct.error):
         raise Unrepresentable("a value past its field") from None
+
+
+def _encoded(record: CheckedSpan | CheckedLog | EncodedRecord, kind: str) -> bytes:
+    """The native core's protobuf field of a span or log (:mod:`.native_chunk`); a worker's
+    JSON item or a record of the other kind is a caller's mistake, left out."""
+    if type(record) is EncodedRecord and record.kind == kind and type(record.item) is bytes:
+        return record.item
+    raise Unrepresentable(f"not a checked {kind}, nor its protobuf field")
 
 
 def _request(
