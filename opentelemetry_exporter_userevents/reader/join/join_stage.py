@@ -166,6 +166,7 @@ class JoinStage:
         self._pending: dict[int, list[tuple[float, Joinable, ProcessView | None]]] = {}
         self._pending_count = 0
         self._joined: dict[tuple[int | None, ProcessView], Resource] = {}
+        self._services: dict[tuple[int, str], tuple[Resource, str]] = {}
 
     def add(self, records: Sequence[Incoming]) -> list[Telemetry]:
         """Rebuild ``records`` (in order); return what is ready, including records that
@@ -302,7 +303,14 @@ class JoinStage:
         stats = self.stats
         try:
             scope = self.scope(checked.scope_text, checked.scope)
-            if isinstance(checked, CheckedSpan):
+            if type(checked) is EncodedRecord:  # the native core's or a worker's (an output
+                # that needs SDK objects counts it in ``failed``; they are made for others)
+                ready.append(JoinedRecord(checked, resource, scope))
+                if checked.kind == SPAN_KIND:
+                    stats.spans += 1
+                else:
+                    stats.logs += 1
+            elif isinstance(checked, CheckedSpan):
                 if self.span_enricher is not None:
                     checked = self.span_enricher(checked, checked.pid)
                 ready.append(JoinedRecord(checked, resource, scope))
@@ -313,26 +321,33 @@ class JoinStage:
             elif isinstance(checked, CheckedMetric):
                 ready.append(rebuild_point(checked, resource, scope))
                 stats.metric_points += 1
-            else:  # a worker's, already encoded (an output that needs SDK objects counts
-                # it in ``failed``; workers run only for outputs that do not)
-                ready.append(JoinedRecord(checked, resource, scope))
-                if checked.kind == SPAN_KIND:
-                    stats.spans += 1
-                else:
-                    stats.logs += 1
         except Exception:  # noqa: BLE001 - checked values the SDK still refused: count, go on
             reason = f"{_kind(checked)}: the SDK refused its checked values"
             stats.count_invalid(reason, checked.pid)
             return
         if checked.truncated:
             stats.truncated += 1
-        service = resource.attributes.get("service.name")
-        if not isinstance(service, str):
-            service = _service_of(checked.tracepoint)
+        service = self._service(resource, checked.tracepoint)
         if service in stats.services or len(stats.services) < MAX_SERVICES:
             stats.services[service] = stats.services.get(service, 0) + 1
         else:
             stats.other_services += 1
+
+    def _service(self, resource: Resource, tracepoint: str) -> str:
+        """The service a record is counted under: its resource's ``service.name``, else what
+        its tracepoint names; kept per resource object and tracepoint (a record's resource
+        is one of few objects, and reading a Resource's attributes is not cheap)."""
+        key = (id(resource), tracepoint)
+        known = self._services.get(key)
+        if known is not None and known[0] is resource:
+            return known[1]
+        service = resource.attributes.get("service.name")
+        if not isinstance(service, str):
+            service = _service_of(tracepoint)
+        if len(self._services) >= MAX_JOINED_RESOURCES:
+            self._services.clear()
+        self._services[key] = (resource, service)  # the object kept: its id stays its own
+        return service
 
     def scope(self, text: str, checked: CheckedScope | None) -> InstrumentationScope | None:
         """The scope of a record's checked ``scope``, one object per distinct text."""
