@@ -38,6 +38,7 @@ from opentelemetry_exporter_userevents.reader.decode.validation import RecordChe
 from opentelemetry_exporter_userevents.reader.native import native_core
 from opentelemetry_exporter_userevents.reader.pipeline import worker_loop
 from opentelemetry_exporter_userevents.reader.pipeline.native_chunk import NativeChunks
+from opentelemetry_exporter_userevents.record import schema
 from tests.support.captures import format_text
 from tests.support.pages import absolute, data_event, padding, page, record, time_extend
 from tests.support.shape_strategies import (
@@ -46,6 +47,7 @@ from tests.support.shape_strategies import (
     SCHEMAS,
     hostile_records,
     repack,
+    unpack,
 )
 from tests.support.span_fixtures import make_logs, make_spans
 
@@ -305,3 +307,50 @@ def test_layout_from_another_header_page_is_followed():
     items = _pages(raws)
     expected = worker_loop.decode_chunk(python, RecordChecker(), items, EventHeaderChecker())
     assert NativeChunks(CORE, native).decode(items) == expected
+
+
+_PLAIN_SPAN = ReadableSpan(
+    name="GET /",
+    context=SpanContext(1, 2, False, TraceFlags(1)),
+    resource=Resource({}),
+    attributes={},
+    kind=SpanKind.SERVER,
+    start_time=1,
+    end_time=2,
+    instrumentation_scope=InstrumentationScope("s"),
+)
+
+
+def _span_with(attributes: str = "{}", events: str = "[]") -> bytes:
+    """A plain span's record, its attributes or events text replaced."""
+    values = unpack("span", encode_span(_PLAIN_SPAN, 7, FTRACE_MAX_PAYLOAD)[0])
+    values["attributes"], values["events"] = attributes, events
+    fields = schema.SPAN.fields
+    fixed = [values[f.name] for f in fields if not f.is_text]
+    fixed = [v.encode() if isinstance(v, str) else v for v in fixed]
+    texts = [values[f.name].encode() for f in fields if f.is_text]
+    return record(IDS["span"], schema.SPAN.pack(fixed, texts))  # any size: a perf sample's
+
+
+@pytest.mark.parametrize(
+    ("attributes", "events"),
+    [
+        ("{" + ",".join(f'"k{n}":{n}' for n in range(129)) + "}", "[]"),  # past J_PAIRS
+        ('{"a":' + "[" * 17 + "1" + "]" * 17 + "}", "[]"),  # past J_DEPTH
+        ("{}", "[" + ",".join(["0"] * 5000) + "]"),  # past J_NODES (a perf sample's size)
+        ('{"a":1,"a":2}', "[]"),  # a repeated key: json keeps the last at the first's place
+        ('{"a":1,"a\\/":2,"a/":3}', "[]"),  # the same key once its escape is decoded
+    ],
+)
+def test_what_passes_the_cores_bounds_is_handed_back_and_comes_out_the_same(attributes, events):
+    """Each bound of the core's per-record work (pairs in an object, nesting, nodes in a
+    text) hands the record to the Python path rather than working on: the same output."""
+    chunks = _both([(1, _span_with(attributes, events))])
+    assert chunks.handed_back == 1
+
+
+def test_within_the_bounds_the_core_keeps_the_record():
+    attributes = "{" + ",".join(f'"k{n}":{n}' for n in range(128)) + "}"
+    nested = '{"a":' + "[" * 15 + "1" + "]" * 15 + "}"
+    for text in (attributes, nested):
+        assert _both(_pages([_span_with(text)])).handed_back == 0
