@@ -48,7 +48,11 @@ class Pipeline:
         self.kernel = kernel
 
     def step(self, last: bool = False, deadline: float | None = None) -> bool:
-        """One read of the live source through every stage; whether it found pages.
+        """One read of the live source through every stage; whether it was busy: a CPU
+        gave more than one page (a page filled since the last read), so the caller reads
+        again at once; else it idles a poll interval (a read of a page or less per CPU,
+        over and over, cost the reader most of its CPU at a low rate: a read's own work
+        spread over a record or two).
         ``last`` (the stop): also every record still in the decode stage, by ``deadline``;
         then a worker that died or failed is raised (:class:`.WorkerError`), once every
         record is delivered."""
@@ -62,7 +66,7 @@ class Pipeline:
             error = self.decode.error()
             if error is not None:
                 raise error
-        return bool(batch.pages)
+        return len(batch.pages) > len({cpu for cpu, _page in batch.pages})
 
     def run(self, batches: Iterable[Sequence[Incoming]]) -> None:
         """A capture's records (by timestamp, in batches: :func:`.capture.decode.batches`)

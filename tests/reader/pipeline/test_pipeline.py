@@ -3,7 +3,8 @@
 
 """The pipeline as ``record`` wires it: the formats travel with the pages, so a tracepoint
 enabled between two reads of a busy reader is decoded by its workers from its first
-record; the stop's deadline covers the workers."""
+record; the stop's deadline covers the workers; only a busy read is followed by another at
+once."""
 
 from __future__ import annotations
 
@@ -25,11 +26,15 @@ from opentelemetry_exporter_userevents.reader import cli
 from opentelemetry_exporter_userevents.reader.capture.decode import decode_bytes
 from opentelemetry_exporter_userevents.reader.commands import record as record_command
 from opentelemetry_exporter_userevents.reader.decode.decoder import RecordDecoder
+from opentelemetry_exporter_userevents.reader.join.join_stage import JoinStage
 from opentelemetry_exporter_userevents.reader.pipeline import (
     decode_stage,
     resource_tracker,
     worker_pool,
 )
+from opentelemetry_exporter_userevents.reader.pipeline.decode_stage import DecodeStage
+from opentelemetry_exporter_userevents.reader.pipeline.page_batch import PageBatch
+from opentelemetry_exporter_userevents.reader.pipeline.pipeline import Pipeline
 from tests.reader.capture.test_capture import FORMATS, _records
 from tests.reader.pipeline.test_worker_pool import (
     FORMAT_TEXTS,
@@ -231,3 +236,39 @@ def test_at_the_stop_a_full_window_waits_for_room_only_until_the_deadline(monkey
         pool.close(time.monotonic())
     assert got == _in_process([*pages[: worker_pool.WINDOW], *pages[-1:]])
     assert pool.stopped_late_pages == worker_pool.WINDOW and pool.error() is None
+
+
+class _Source:
+    """A live source whose reads give ``pages`` each time."""
+
+    def __init__(self, pages: list[tuple[int, bytes]]) -> None:
+        self.pages = pages
+
+    def read(self) -> PageBatch:
+        return PageBatch(self.pages, ())
+
+    def discover(self) -> None:
+        pass
+
+
+class _Delivery:
+    failed = 0
+
+    def write(self, items: list) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("cpus", "busy"),
+    [([], False), ([0], False), ([0, 1, 2], False), ([0, 0], True), ([1, 0, 1], True)],
+)
+def test_a_read_of_a_page_or_less_per_cpu_is_not_busy(cpus: list[int], busy: bool):
+    """``record`` reads again at once only after a busy read (a CPU gave a full page and
+    more); after any other it idles a poll interval, as it does after an empty one."""
+    empty = struct.pack("<QQ", 0, 0) + b"\0" * 4080
+    source = _Source([(cpu, empty) for cpu in cpus])
+    pipeline = Pipeline(DecodeStage(RecordDecoder()), JoinStage(), _Delivery(), source)
+    assert pipeline.step() is busy
