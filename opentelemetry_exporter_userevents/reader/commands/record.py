@@ -141,12 +141,13 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 err.write(f"otel-userevents: {printable(reader.announcement_error)}\n")
             say_ready(args, reader.instance, err)
             next_progress = started + PROGRESS_INTERVAL
+            progress = args.progress or err.isatty()  # asked once: not free, each read
 
             def rebuild() -> bool:
                 nonlocal next_progress
                 found = pipeline.step()
                 now = time.monotonic()
-                if (args.progress or err.isatty()) and now >= next_progress:
+                if progress and now >= next_progress:
                     err.write(_summary(reader, join_stage, output, started, "") + "\n")
                     err.flush()
                     next_progress = now + PROGRESS_INTERVAL

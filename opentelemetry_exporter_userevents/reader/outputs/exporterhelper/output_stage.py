@@ -30,6 +30,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from opentelemetry_exporter_userevents.reader.decode.joinable import EncodedRecord
 from opentelemetry_exporter_userevents.reader.join.join_stage import JoinedRecord, Telemetry
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint
 from opentelemetry_exporter_userevents.reader.outputs.exporterhelper import delivery
@@ -98,12 +99,15 @@ def estimated_bytes(items: Sequence[Telemetry]) -> int:
 def _value_bytes(item: Telemetry) -> int:
     """A span's or log's values, nested ones too (attributes, events, a log's body), at
     :data:`VALUE_BYTES` each plus a string's length: what the decoder built, whose size
-    the record's payload bounds (64 KiB). Resources and scopes are shared, not counted;
-    SDK objects and metric points count none."""
+    the record's payload bounds (64 KiB); an encoded one's item. Resources and scopes are
+    shared, not counted; SDK objects and metric points count none."""
     if type(item) is not JoinedRecord:
         return 0
+    checked = item.checked
+    if type(checked) is EncodedRecord:  # encoded where it was decoded: its item is its size
+        return VALUE_BYTES + len(checked.item or "")
     total = 0
-    stack: list[Any] = list(item.checked)
+    stack: list[Any] = list(checked)
     pop, push = stack.pop, stack.append
     while stack:
         value = pop()
