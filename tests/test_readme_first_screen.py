@@ -17,6 +17,7 @@ SECTIONS = [
     "Exporting spans and logs",
     "Run the reader on a real host",
     "Quick start",
+    "Performance",
     "Documentation",
 ]
 
