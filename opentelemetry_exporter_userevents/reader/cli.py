@@ -235,8 +235,8 @@ def parser() -> argparse.ArgumentParser:
         metavar="GROUPS",
         help="add to each span what its thread did in the kernel, as record --kernel does, "
         "from the scheduler's and syscalls' events the capture holds (trace-cmd record -C tai "
-        "-e sched -e syscalls, perf record -k mono -e sched:sched_switch ... -e 'syscalls:*'; "
-        "README has the lines), e.g. --kernel sched,syscalls (default: none)",
+        "-e sched -e syscalls, perf record -k mono -e sched:sched_switch ... -e 'syscalls:*' "
+        "--exclude-perf; README has the lines), e.g. --kernel sched,syscalls (default: none)",
     )
     _add_kernel_wait_threshold(dec)
     dec.add_argument(

@@ -130,23 +130,24 @@ def _check(measured: dict[str, Any], decoded: dict[str, Any], live: dict[str, An
     assert any(w.get("linux.sched.waker.tid") == measured["holder_tid"] for w in lock), lock
 
 
-def _capture(tmp_path, tracefs, tool: str, env: dict[str, str], events: list[str],
+def _capture(tmp_path, tracefs, tool: str, env: dict[str, str], selection: list[str],
              *only: str) -> tuple[dict[str, Any], Path, dict[str, Any], str]:  # fmt: skip
-    """The work app, captured by ``tool`` (``trace-cmd`` or ``perf``) with ``events``
-    while a live ``record --kernel`` reads it: (measured, capture, live spans, live err)."""
+    """The work app, captured by ``tool`` (``trace-cmd`` or ``perf``) with ``selection``
+    (its ``-e`` arguments, ``{system}`` our tracepoints' system) while a live ``record
+    --kernel`` reads it: (measured, capture, live spans, live err)."""
     reader, output = proc.reader(tmp_path, "--prefix", "*", "--kernel", "sched,syscalls")
     go = tmp_path / "go"
     holder = _holder(tracefs, go, env)
     system, name = _span_event(tracefs)
     path = tmp_path / ("trace.dat" if tool == "trace-cmd" else "perf.data")
-    selected = [part for event in events for part in ("-e", event.format(system=system))]
+    selected = [argument.format(system=system) for argument in selection]
     if tool == "trace-cmd":
         recording = proc.background(_tool(tool), "record", "-C", "tai", *selected, "-o",
                                     str(path))  # fmt: skip
         assert wait_until(lambda: _trace_cmd_recording(tracefs, system, name), 120)
     else:
         recording = proc.background(_tool(tool), "record", "-q", "-a", "-k", "mono",
-                                    *selected, "--exclude-perf", "-o", str(path))  # fmt: skip
+                                    *selected, "-o", str(path))  # fmt: skip
         assert wait_until(lambda: _perf_recording(tracefs, name), 120), recording
         time.sleep(PERF_SETTLE_S)
     measured = _work_app(env, str(READS), *only)
@@ -163,15 +164,21 @@ def _capture(tmp_path, tracefs, tool: str, env: dict[str, str], events: list[str
     return measured, path, _measured_spans(output, measured), err
 
 
-TRACE_CMD_EVENTS = ["sched", "syscalls", "{system}:" + PREFIX + "*"]
+TRACE_CMD_EVENTS = ["-e", "sched", "-e", "syscalls", "-e", "{system}:" + PREFIX + "*"]
 PERF_EVENTS = [
-    "sched:sched_switch", "sched:sched_wakeup", "sched:sched_wakeup_new",
-    "sched:sched_process_fork", "sched:sched_process_exit", "syscalls:*",
-    "{system}:" + PREFIX + "*",
+    "-e", "sched:sched_switch", "-e", "sched:sched_wakeup", "-e", "sched:sched_wakeup_new",
+    "-e", "sched:sched_process_fork", "-e", "sched:sched_process_exit",
+    "-e", "syscalls:*", "--exclude-perf", "-e", "{system}:" + PREFIX + "*",
 ]  # fmt: skip
-"""The sched events the view reads, not ``sched:*``: with schedstats on, ``sched_stat_*``
-and ``sched_stat_runtime`` of every task on the machine made most of a capture that took
-8 minutes to record and decode in the emulated guest."""
+"""docs/reader.rst's line. The sched events the view reads, not ``sched:*``: with
+schedstats on, ``sched_stat_*`` and ``sched_stat_runtime`` of every task on the machine made
+most of a capture that took 8 minutes to record and decode in the emulated guest.
+``--exclude-perf`` filters the events of the ``-e`` just before it (as ``--filter`` does),
+so it follows ``syscalls:*``: after the last ``-e``, as here before, it left perf's own
+writes of the file in, 1.66 million of the 1.7 million records of a 169 MB perf.data
+(``decode --kernel`` took 10 minutes of it in the guest). Not after the sched events: a
+switch's ``common_pid`` is the thread switched out, so a switch from perf to the app would
+go."""
 
 
 def test_a_trace_cmd_capture_gives_each_span_the_live_figures(
@@ -190,10 +197,11 @@ def test_a_trace_cmd_capture_gives_each_span_the_live_figures(
 
 def test_a_perf_capture_gives_each_span_the_live_figures(tmp_path, tracefs):
     """perf 6.1 cannot parse a '.' in a tracepoint name: single-format tracepoints.
-    ``--exclude-perf``: perf's own writes of the file are syscalls too. ``-k mono``: with
-    perf's own clock, a thread's switches on two CPUs came out of order in the guest (a
-    switch-in before the preemption it followed: the sleep's voluntary switch counted as
-    neither), and a monotonic clock comes with a reference reading: mapped exactly."""
+    ``--exclude-perf`` after ``syscalls:*``: perf's own writes of the file are syscalls too
+    (:data:`PERF_EVENTS`). ``-k mono``: with perf's own clock, a thread's switches on two
+    CPUs came out of order in the guest (a switch-in before the preemption it followed: the
+    sleep's voluntary switch counted as neither), and a monotonic clock comes with a
+    reference reading: mapped exactly."""
     measured, data, live, err = _capture(tmp_path, tracefs, "perf", SINGLE_FORMAT, PERF_EVENTS)
     spans, decode_err = _decoded(data, "--kernel", "sched,syscalls")
     assert "trace clock mono, the capture's own clock reading" in decode_err, decode_err
@@ -204,7 +212,7 @@ def test_a_capture_without_syscalls_gives_partial_spans_said_once(
     tmp_path, tracefs, kernel_has_multi_format
 ):
     env = {} if kernel_has_multi_format else SINGLE_FORMAT
-    events = ["sched", "{system}:" + PREFIX + "*"]
+    events = ["-e", "sched", "-e", "{system}:" + PREFIX + "*"]
     measured, dat, _live, _err = _capture(tmp_path, tracefs, "trace-cmd", env, events, "sleep")
     spans, err = _decoded(dat, "--kernel", "sched,syscalls")
     got = _attributes(_by_name(spans, measured)["sleep"]["attributes"])
