@@ -181,7 +181,8 @@ def _health_reporter(
 ) -> HealthReporter | None:
     """With ``--health-interval``: the reader's health, sent as metric points with
     ``--exporter otlp_proto_http`` or ``otlp_proto_grpc`` (through the output stage,
-    counted as its other items), and written to ``--spool``'s ``health.json`` for ``status``."""
+    counted as its other items), and written to ``--spool``'s health file of this reader's
+    own (``health-reader-<16 hex>.json``, :mod:`..outputs.health_files`) for ``status``."""
     interval = getattr(args, "health_interval", 0.0)
     send = (
         args.exporter in ("otlp_proto_http", "otlp_proto_grpc")
@@ -190,11 +191,17 @@ def _health_reporter(
     )
     if not interval or not (send or args.spool):
         return None
+    from opentelemetry_exporter_userevents.reader.outputs.health_files import (  # noqa: PLC0415
+        health_file,
+    )
     from opentelemetry_exporter_userevents.reader.outputs.health_metrics import (  # noqa: PLC0415
         HealthReporter,
     )
 
-    return HealthReporter(interval, started, send, args.spool)
+    spool = getattr(destination, "spool", None)
+    if not isinstance(spool, Spool):  # --spool without a spool: not reached (a usage error)
+        return HealthReporter(interval, started, send)
+    return HealthReporter(interval, started, send, args.spool, health_file(spool.name))
 
 
 def _summary(

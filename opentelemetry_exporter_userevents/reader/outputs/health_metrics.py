@@ -27,8 +27,8 @@ Names follow the semantic conventions' SDK self-metrics where they fit, and
 
 :class:`Health` is one snapshot (:func:`gather`); :func:`health_points` makes the points,
 :func:`health_lines` the text ``status`` shows, and :func:`write_health_file` /
-:func:`read_health_file` keep it where ``status`` can read it (``DIR/health.json`` of
-``--spool DIR``, 0600).
+:func:`read_health_file` keep it where ``status`` can read it (``--spool DIR``'s
+``health-reader-<16 hex>.json``, each reader's own, 0600: :mod:`.health_files`).
 """
 
 from __future__ import annotations
@@ -53,14 +53,16 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint
 from opentelemetry_exporter_userevents.reader.outputs.health_file_writer import HealthFileWriter
+from opentelemetry_exporter_userevents.reader.outputs.health_files import LEGACY, prune_exited
 from opentelemetry_exporter_userevents.reader.private_file import open_private
 from opentelemetry_exporter_userevents.record import metric_values as mv
 from opentelemetry_exporter_userevents.version import __version__
 
 SCOPE = "opentelemetry_exporter_userevents.reader"
 SERVICE_NAME = "otel-userevents"
-HEALTH_FILE = "health.json"
-"""In ``--spool DIR``: the last snapshot, for ``status --spool DIR``."""
+HEALTH_FILE = LEGACY
+"""In ``--spool DIR``: the last snapshot of a reader of the version before (each reader now
+writes its own: :func:`.health_files.health_file`)."""
 DURATION_BOUNDS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
 """The semantic conventions' advice for request durations, in seconds."""
 MAX_ERROR_TYPES = 8
@@ -372,25 +374,23 @@ def health_lines(health: Health) -> list[str]:
     return lines
 
 
-def write_health_file(directory: str, health: Health) -> None:
-    """``health`` as JSON in ``directory`` (0600, never through a symlink), replaced whole:
-    written to a temporary name, then renamed."""
-    temporary = os.path.join(directory, f".{HEALTH_FILE}.tmp")
+def write_health_file(directory: str, health: Health, name: str = HEALTH_FILE) -> None:
+    """``health`` as JSON in ``directory``'s file ``name`` (0600, never through a symlink),
+    replaced whole: written to a temporary name of its own, then renamed."""
+    temporary = os.path.join(directory, f".{name}.tmp")
     with open_private(temporary) as f:
         json.dump(asdict(health), f)
-    os.replace(temporary, os.path.join(directory, HEALTH_FILE))
+    os.replace(temporary, os.path.join(directory, name))
 
 
 MAX_HEALTH_FILE = 1024 * 1024
 
 
-def read_health_file(directory: str) -> Health | None:
-    """The snapshot a reader left in ``directory``; None if there is none or it is not one
-    (read within :data:`MAX_HEALTH_FILE` bytes, never through a symlink)."""
+def read_health_file(directory: str, name: str = HEALTH_FILE) -> Health | None:
+    """The snapshot a reader left in ``directory``'s file ``name``; None if there is none
+    or it is not one (read within :data:`MAX_HEALTH_FILE` bytes, never through a symlink)."""
     try:
-        fd = os.open(
-            os.path.join(directory, HEALTH_FILE), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
-        )
+        fd = os.open(os.path.join(directory, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return None
     with os.fdopen(fd, "rb") as f:
@@ -415,7 +415,8 @@ def read_health_file(directory: str) -> Health | None:
 class HealthReporter:
     """Every ``interval`` seconds (and once at stop), a snapshot: its points handed to the
     output (``send``), and, with ``directory``, the health file written (on a thread of its
-    own: :mod:`.health_file_writer`)."""
+    own: :mod:`.health_file_writer`), as ``name`` (each reader's own, :mod:`.health_files`;
+    the exited readers' files past the newest few removed at start)."""
 
     def __init__(
         self,
@@ -423,6 +424,7 @@ class HealthReporter:
         started: float,
         send: bool,
         directory: str | None = None,
+        name: str = HEALTH_FILE,
     ) -> None:
         self.interval = interval
         self.send = send
@@ -432,7 +434,10 @@ class HealthReporter:
         self.file: HealthFileWriter[Health] | None = None
         """Writes the health file off the read loop (with ``directory``)."""
         if directory is not None:
-            self.file = HealthFileWriter(directory, write_health_file)
+            prune_exited(directory, name)
+            self.file = HealthFileWriter(
+                directory, lambda where, health: write_health_file(where, health, name)
+            )
 
     @property
     def error(self) -> str | None:

@@ -155,6 +155,11 @@ class Spool:
 
     # -- namespaces ---------------------------------------------------------------------
 
+    @property
+    def name(self) -> str:
+        """This reader's namespace (``reader-<16 hex>``): its health file is named after it."""
+        return self._own.name
+
     def _take_over_legacy(self) -> None:
         """Segments of the version before, in DIR itself, under DIR's legacy lock."""
         namespace = legacy_namespace(self._fd)
