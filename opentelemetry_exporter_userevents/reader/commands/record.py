@@ -165,6 +165,7 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             kernel.events.close()
         reader.close()
         output.close()
+        _close_spool(destination, output)
     if reader.cleanup_error:
         err.write(f"otel-userevents: {printable(reader.cleanup_error)}\n")
     if health is not None and health.error:
@@ -174,6 +175,16 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         err.write(f"otel-userevents: {printable(str(failed))}\n")
     err.flush()
     return 1 if failed is not None else 0
+
+
+def _close_spool(destination: Output, output: OutputStage) -> None:
+    """A clean exit (the output's thread ended: nothing uses the spool any more): the
+    spool's locks released, this reader's namespace removed if it holds nothing. Else (an
+    exporter stuck past the deadline) left to the process's exit: the kernel frees the
+    locks, and the next reader takes over and removes what is left."""
+    spool = getattr(destination, "spool", None)
+    if isinstance(spool, Spool) and output.finished:
+        spool.close()
 
 
 def _health_reporter(

@@ -279,6 +279,12 @@ class OutputStage:
                 return False
             time.sleep(poll)
 
+    @property
+    def finished(self) -> bool:
+        """Whether the stage's thread has ended (the output closed): nothing of the output's
+        is in use any more."""
+        return self._done.is_set()
+
     def stop_by(self, deadline: float) -> None:
         """Reading has stopped: the last writes may wait for room until ``deadline``, and
         :meth:`close` drains until then."""
