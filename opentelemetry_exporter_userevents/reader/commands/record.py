@@ -170,6 +170,9 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         err.write(f"otel-userevents: {printable(reader.cleanup_error)}\n")
     if health is not None and health.error:
         err.write(f"otel-userevents: {printable(health.error)}\n")
+    # every item handed to the output in one bucket, the line before the summary (which
+    # stays the last line)
+    err.write(f"otel-userevents: {printable(output.ledger().line())}\n")
     err.write(_summary(reader, join_stage, output, started, stop_reason) + "\n")
     if failed is not None:
         err.write(f"otel-userevents: {printable(str(failed))}\n")

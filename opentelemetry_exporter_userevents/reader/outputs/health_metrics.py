@@ -18,9 +18,10 @@ Names follow the semantic conventions' SDK self-metrics where they fit, and
 - ``otel_userevents.reader.records.read``, ``.records.lost`` (by the kernel),
   ``.records.invalid`` (``otel_userevents.reason``; ``undecodable`` for no known format),
   ``.items.dropped`` (``otel_userevents.stage``, ``otel_userevents.reason``,
-  ``otel_userevents.signal``), ``.items.spooled`` and ``.items.resent`` (the spool), and the
-  gauges ``.queue.batches``, ``.queue.size`` (estimated bytes), ``.spool.requests`` and
-  ``.spool.size`` (bytes).
+  ``otel_userevents.signal``), ``.items.spooled`` and ``.items.resent`` (the spool),
+  ``.items.written`` (handed to the output), and the gauges ``.queue.batches``,
+  ``.queue.size`` (estimated bytes), ``.spool.requests``, ``.spool.size`` (bytes) and
+  ``.items.unaccounted`` (the delivery ledger's, :mod:`.exporterhelper.delivery_ledger`).
 - ``otel_userevents.reader.kernel_events.dropped`` (``record --kernel``): kernel events
   over their process's budget, not summed, by ``process.pid`` (the most dropped; the rest
   without it).
@@ -52,6 +53,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.delivery_ledger import Ledger
 from opentelemetry_exporter_userevents.reader.outputs.health_file_writer import HealthFileWriter
 from opentelemetry_exporter_userevents.reader.outputs.health_files import LEGACY, prune_exited
 from opentelemetry_exporter_userevents.reader.private_file import open_private
@@ -154,6 +156,11 @@ class Health:
     """Per signal, the histogram of each POST (:class:`Durations`), by ``error.type``."""
     kernel_dropped: dict[str, int] = field(default_factory=dict)
     """Kernel events over their process's budget, by pid (``other``: the rest)."""
+    written: int = 0
+    """Items handed to the output; ``taken_over``: records of exited readers' spools."""
+    taken_over: int = 0
+    ledger: list[tuple[str, int]] = field(default_factory=list)
+    """Every item in one bucket, (bucket, items), delivered first (:mod:`.delivery_ledger`)."""
 
 
 def _signals(kinds: Counter[str] | dict[str, int]) -> dict[str, int]:
@@ -182,6 +189,8 @@ def gather(reader: Any, join_stage: Any, stage: Any, start_time_ns: int) -> Heal
         queue_bytes=queue_bytes,
     )
     health.kernel_dropped = _kernel_dropped(join_stage)
+    book = stage.ledger()
+    health.written, health.taken_over, health.ledger = book[0], book[1], list(book.buckets)
     dropped, not_delivered, delivered = stage.health_counts()
     for where, kinds in sorted(dropped.items()):
         stage_name, _, reason = where.partition(": ")
@@ -278,6 +287,11 @@ def health_points(health: Health) -> list[MetricPoint]:
         for signal, count in sorted(counts.items()):
             add(reader + f"items.{label}", "{item}", count, {"otel_userevents.signal": signal},
                 True, f"Items {label} (--spool).")  # fmt: skip
+    if health.ledger:
+        add(reader + "items.written", "{item}", health.written, {}, True,
+            "Items handed to the output (the delivery ledger's written).")  # fmt: skip
+        add(reader + "items.unaccounted", "{item}", _ledger(health).unaccounted, {}, False,
+            "Items in no bucket of the delivery ledger: 0 when each is counted once.")  # fmt: skip
     for pid, count in sorted(health.kernel_dropped.items()):
         add(reader + "kernel_events.dropped", "{event}", count,
             {"process.pid": int(pid)} if pid.isdigit() else {}, True,
@@ -364,6 +378,8 @@ def health_lines(health: Health) -> list[str]:
                 f"  {signal} requests{' (' + error + ')' if error else ''}: "
                 f"{histogram['count']}, mean {mean:.3f} s, max {histogram['max']:.3f} s"
             )
+    if health.ledger:
+        lines.append(_ledger(health).line())
     if health.spool_requests or health.spooled or health.resent:
         lines.append(
             f"spool: {health.spool_requests} requests ({health.spool_bytes} bytes, "
@@ -372,6 +388,10 @@ def health_lines(health: Health) -> list[str]:
             f"{sum(health.resent.values())} re-sent"
         )
     return lines
+
+
+def _ledger(health: Health) -> Ledger:
+    return Ledger(health.written, health.taken_over, tuple(health.ledger))
 
 
 def write_health_file(directory: str, health: Health, name: str = HEALTH_FILE) -> None:
@@ -402,6 +422,7 @@ def read_health_file(directory: str, name: str = HEALTH_FILE) -> Health | None:
         health = Health(**fields)
         health.dropped = [tuple(d) for d in health.dropped]  # type: ignore[misc]
         health.failed = [tuple(f) for f in health.failed]  # type: ignore[misc]
+        health.ledger = [(str(label), int(n)) for label, n in health.ledger]
     except (ValueError, TypeError):
         return None
     for counts in (health.kernel_dropped, health.spool_items):
