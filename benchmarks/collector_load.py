@@ -22,9 +22,16 @@ scenario of :data:`SCENARIOS` in turn: two services (``benchmarks/paced_writer.p
 ``--rate`` spans and as many logs a second each while the fault happens, then the run waits
 until every record is delivered, or none arrived for :data:`SETTLE` s. Per scenario:
 records written (the kernel took them), delivered (at least once), counted lost (the
-reader's health file: dropped and failed items, records the kernel lost), delivered twice,
-and what is left unaccounted. The reader's resident size (with its workers) is sampled
-every second. ``spool full`` has a reader of its own whose spool is a 1-MiB tmpfs.
+reader's health files, each reader's own: dropped and failed items, records the kernel
+lost), delivered twice, and what is left unaccounted. The reader's resident size (with its
+workers) is sampled every second. Some scenarios have a reader of their own:
+``collector down 90 s, no spool`` one without ``--spool`` (its counts from its summary's
+``delivery:`` line, at its stop), ``stalled disk`` one whose ``fsync`` stalls while a file
+exists (``benchmarks/stalling_disk.py``: the test bed has no block layer), ``spool full``
+one whose spool is a 1-MiB tmpfs. ``two readers on one spool`` starts a second reader on
+the first's spool during an outage, then stops the first (a DaemonSet's rolling update):
+the second runs the scenarios after it. ``429, Retry-After 60`` says how long after the
+429 the reader asked again.
 """
 
 from __future__ import annotations
@@ -51,6 +58,8 @@ from benchmarks.reader_memory import family, status  # noqa: E402
 SETTLE = 45.0
 """Seconds without a record arriving at the sink after which a scenario is taken as done
 (5 s once the reader holds nothing: no request spooled, nothing queued)."""
+NO_SPOOL = "collector down 90 s, no spool"
+STALLED = "stalled disk"
 SCENARIOS: list[tuple[str, float, list[tuple[float, str]]]] = [
     ("steady", 30, []),
     ("collector restarted", 40, [(10, "kill"), (15, "start")]),
@@ -64,6 +73,14 @@ SCENARIOS: list[tuple[str, float, list[tuple[float, str]]]] = [
         60,
         [(5, "kill"), (20, "kill reader"), (25, "start reader"), (45, "start")],
     ),
+    (
+        "two readers on one spool",
+        60,
+        [(5, "kill"), (15, "second reader"), (30, "stop first"), (45, "start")],
+    ),
+    ("429, Retry-After 60", 40, [(5, "429 60"), (30, "pass")]),
+    (NO_SPOOL, 100, [(5, "kill"), (95, "start")]),
+    (STALLED, 60, [(5, "kill"), (10, "stall"), (30, "unstall"), (45, "start")]),
     ("spool full", 60, [(5, "kill"), (50, "start")]),
 ]
 """(name, seconds of load, (second, action) during it)."""
@@ -76,8 +93,12 @@ readers_stderr: list[Path] = []
 class Reader:
     """``record --prefix '*'`` with an output, its ready file awaited, its RSS sampled."""
 
-    def __init__(self, args: list[str], env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, args: list[str], env: dict[str, str] | None = None, launcher: list[str] | None = None
+    ) -> None:
+        """``launcher``: what runs the command instead of ``python -m ...reader.cli``."""
         self.args, self.env = args, env
+        self.launcher = launcher or ["-m", "opentelemetry_exporter_userevents.reader.cli"]
         self.start()
 
     def start(self) -> None:
@@ -85,7 +106,7 @@ class Reader:
         ready = directory / "ready"
         self.log = (directory / "stderr").open("w")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "opentelemetry_exporter_userevents.reader.cli", "record",
+            [sys.executable, *self.launcher, "record",
              "--prefix", "*", "--ready-file", str(ready), *self.args],
             stdout=subprocess.DEVNULL, stderr=self.log, cwd=ROOT,
             env={**os.environ, **(self.env or {})},
@@ -101,48 +122,94 @@ class Reader:
         return sum(status(pid, "VmRSS") for pid in family(self.process.pid))
 
     def stop(self, how: int = signal.SIGTERM) -> str:
-        self.process.send_signal(how)
-        self.process.wait(timeout=600)
+        """Stopped (once), its last line (the summary)."""
+        if self.process.poll() is None:
+            self.process.send_signal(how)
+            self.process.wait(timeout=600)
         self.log.close()
         lines = self.stderr.read_text().splitlines()
         return lines[-1] if lines else ""
 
 
-def health(spool: Path) -> dict[str, int]:
-    """What the reader counted, from its health file: records the kernel lost, items
-    dropped and failed for good (spans and logs), and delivered."""
-    try:
-        found = json.loads((spool / "health.json").read_text())
-    except (OSError, ValueError):
-        return {"lost": 0, "dropped": 0, "failed": 0, "exported": 0, "pid": 0}
-    kinds = ("span", "log")
+def _health_files(spool: Path | None) -> dict[str, dict[str, Any]]:
+    """Each reader's health file in ``spool`` (``health-reader-<id>.json``), by name."""
+    found: dict[str, dict[str, Any]] = {}
+    for path in sorted(spool.glob("health-reader-*.json")) if spool is not None else []:
+        try:
+            found[path.name] = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+KINDS = ("span", "log")
+
+
+def health(spool: Path | None) -> dict[str, dict[str, int]]:
+    """What each reader counted, by its health file: records the kernel lost, items dropped
+    and failed for good (spans and logs), delivered, and its own ledger's unaccounted."""
+    counted = {}
+    for name, found in _health_files(spool).items():
+        ledger = found.get("ledger", [])
+        counted[name] = {
+            "lost": found["lost"],
+            "dropped": sum(d[3] for d in found["dropped"] if d[2] in KINDS),
+            "failed": sum(f[2] for f in found["failed"] if f[0] in KINDS),
+            "exported": sum(found["exported"].get(k, 0) for k in KINDS),
+            "ledger_unaccounted": found.get("written", 0) + found.get("taken_over", 0)
+            - sum(n for _label, n in ledger),
+        }  # fmt: skip
+    return counted
+
+
+def counted_since(
+    before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]
+) -> dict[str, int]:
+    """What the readers counted lost between two looks, each reader's health file (a
+    reader that was killed, or stopped, keeps its last counts there)."""
     return {
-        "lost": found["lost"],
-        "dropped": sum(d[3] for d in found["dropped"] if d[2] in kinds),
-        "failed": sum(f[2] for f in found["failed"] if f[0] in kinds),
-        "exported": sum(found["exported"].get(k, 0) for k in kinds),
-        "pid": found["pid"],
+        key: sum(now[key] - before.get(name, {}).get(key, 0) for name, now in after.items())
+        for key in ("lost", "dropped", "failed")
     }
 
 
-def flow(spool: Path) -> dict[str, int]:
-    """Where the reader's records are, from its health file: taken by the collector,
-    queued or in the output's hands, spooled and re-sent (spans and logs), the spool's
-    requests."""
-    try:
-        found = json.loads((spool / "health.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    kinds = ("span", "log")
-    return {
-        "pid": found["pid"],
-        "exported": sum(found["exported"].get(k, 0) for k in kinds),
-        "inflight": sum(found["inflight"].get(k, 0) for k in kinds),
-        "spooled": sum(found["spooled"].get(k, 0) for k in kinds),
-        "resent": sum(found["resent"].get(k, 0) for k in kinds),
-        "spool_requests": found["spool_requests"],
-        "dropped": sum(d[3] for d in found["dropped"] if d[2] in kinds),
-    }
+def flow(spool: Path | None) -> dict[str, int]:
+    """Where the running readers' records are, from their health files: taken by the
+    collector, queued or in the output's hands, spooled and re-sent (spans and logs), the
+    spool's requests."""
+    from opentelemetry_exporter_userevents.reader.outputs.health_files import (  # noqa: PLC0415
+        RUNNING,
+        reader_state,
+    )
+
+    total: dict[str, int] = {}
+    for name, found in _health_files(spool).items():
+        if spool is None or reader_state(str(spool), name) != RUNNING:
+            continue
+        for key, value in (
+            ("exported", sum(found["exported"].get(k, 0) for k in KINDS)),
+            ("inflight", sum(found["inflight"].get(k, 0) for k in KINDS)),
+            ("spooled", sum(found["spooled"].get(k, 0) for k in KINDS)),
+            ("resent", sum(found["resent"].get(k, 0) for k in KINDS)),
+            ("spool_requests", found["spool_requests"]),
+            ("dropped", sum(d[3] for d in found["dropped"] if d[2] in KINDS)),
+        ):
+            total[key] = total.get(key, 0) + value
+    return total
+
+
+def ledger_of(text: str) -> dict[str, int]:
+    """The buckets of the last ``delivery:`` line of a reader's stderr, and its ``lost``."""
+    line = next((x for x in reversed(text.splitlines()) if "delivery: " in x), "")
+    written, _, terms = line.partition(" = ")
+    found = {"written": int(written.split("delivery: ")[-1].split()[0] or 0) if line else 0}
+    for sign, term in re.findall(r"(^|[+-]) ?(\d+ [^+-]+)", terms):
+        number, _, label = term.strip().partition(" ")
+        found[label] = found.get(label, 0) + (-1 if sign == "-" else 1) * int(number)
+    summary = next((x for x in reversed(text.splitlines()) if "stopped (" in x), "")
+    lost = re.search(r"\blost (\d+)", summary)
+    found["kernel lost"] = int(lost[1]) if lost else 0
+    return found
 
 
 def _expected(wrote: dict[str, Any]) -> int:
@@ -158,7 +225,15 @@ def _expected(wrote: dict[str, Any]) -> int:
 def scenario(
     name: str, seconds: float, actions: list[tuple[float, str]], rate: float, context: Any
 ) -> dict[str, Any]:
-    sink, rotel, proxy, reader, spool = context
+    """``context``: the sink, rotel, the proxy, the ``reader`` (replaced by a second reader
+    started on its spool when the first is stopped), its ``spool`` (None: the reader's
+    counts are its summary's, at its stop) and the ``stall`` file."""
+    sink, rotel, proxy, spool = (
+        context["sink"],
+        context["rotel"],
+        context["proxy"],
+        context["spool"],
+    )
     slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
     services = [f"{slug}-{n}" for n in range(2)]
     before = health(spool)
@@ -178,19 +253,28 @@ def scenario(
         )  # fmt: skip
         for n, service in enumerate(services)
     ]
-    began, killed_health = time.monotonic(), None
+    began, second = time.monotonic(), None
     for at, action in actions:
         time.sleep(max(0.0, began + at - time.monotonic()))
+        reader = context["reader"]
         if action == "kill":
             rotel.kill()
         elif action == "start":
             rotel.start()
         elif action == "kill reader":
-            killed_health = health(spool)
             reader.process.kill()
             reader.process.wait()
         elif action == "start reader":
             reader.start()
+        elif action == "second reader":  # a rolling update: the new pod on the same spool
+            second = Reader(reader.args, reader.env, reader.launcher)
+        elif action == "stop first":
+            reader.stop()
+            context["reader"] = second
+        elif action == "stall":
+            context["stall"].touch()
+        elif action == "unstall":
+            context["stall"].unlink()
         else:
             proxy.set_mode(action)
     wrote = [json.loads(w.communicate(timeout=seconds + 300)[0]) for w in writers]
@@ -200,16 +284,21 @@ def scenario(
     while time.monotonic() < deadline:  # every record, or nothing more on its way
         delivered = sum(sink.counts(s)[0] for s in services)
         now = flow(spool)
-        idle = not now.get("spool_requests") and not now.get("inflight")
+        idle = spool is not None and not now.get("spool_requests") and not now.get("inflight")
         quiet = time.monotonic() - max(sink.last_at, ended) > (5 if idle else SETTLE)
         if delivered >= written or quiet:
             break
         time.sleep(1)
     after = health(spool)
-    counted = {k: after[k] - before[k] for k in ("lost", "dropped", "failed")}
-    if killed_health is not None:  # two readers: the first's counts to its death, then the next's
+    counted = counted_since(before, after)
+    ledger: dict[str, int] = {}
+    if spool is None:  # no health file: the reader's own ledger, at its stop
+        context["reader"].stop()
+        ledger = ledger_of(context["reader"].stderr.read_text())
         counted = {
-            k: killed_health[k] - before[k] + after[k] for k in ("lost", "dropped", "failed")
+            "lost": ledger.get("kernel lost", 0),
+            "dropped": sum(n for k, n in ledger.items() if k.startswith("dropped")),
+            "failed": ledger.get("not written", 0) + ledger.get("not delivered (stop timeout)", 0),
         }
     delivered = sum(sink.counts(s)[0] for s in services)
     twice = sum(sink.counts(s)[1] for s in services)
@@ -222,9 +311,23 @@ def scenario(
         "twice": twice,
         **counted,
         "unaccounted": written - delivered - sum(counted.values()),
+        "ledger_unaccounted": sum(h["ledger_unaccounted"] for h in after.values())
+        if spool is not None
+        else ledger.get("unaccounted", 0) + ledger.get("unaccounted (counted twice)", 0),
+        "ledger": ledger,
         "answered": dict(proxy.answered),
+        "asked_again_after": _asked_again_after(proxy.log, began),
         "services": services,
-    }
+    }  # fmt: skip
+
+
+def _asked_again_after(log: list[tuple[float, str]], since: float) -> float | None:
+    """Seconds from the first ``429 60`` answer since ``since`` to the next request."""
+    answered = [at for at, mode in log if at >= since and mode == "429 60"]
+    if not answered:
+        return None
+    later = [at for at, _mode in log if at > answered[0]]
+    return round(later[0] - answered[0], 1) if later else None
 
 
 def burst(spans: int, delivered: Any, tag: str) -> dict[str, Any]:
@@ -310,7 +413,9 @@ def in_guest(options: argparse.Namespace) -> dict[str, Any]:
         options.burst, lambda: flow(spool).get("exported", 0) - exported_before, "tpc"
     )
     samples: list[tuple[float, int, str]] = []
-    current = {"name": "burst", "reader": reader, "spool": spool}
+    context: dict[str, Any] = {"sink": sink, "rotel": rotel, "proxy": proxy, "reader": reader,
+                               "spool": spool, "stall": work / "stall"}  # fmt: skip
+    current: dict[str, Any] = {"name": "burst"}
     started = time.monotonic()
     running = True
 
@@ -319,8 +424,8 @@ def in_guest(options: argparse.Namespace) -> dict[str, Any]:
     def sample() -> None:
         while running:
             at = time.monotonic() - started
-            samples.append((at, current["reader"].rss_kib(), current["name"]))
-            timeline.append({"t": round(at, 1), **flow(current["spool"])})
+            samples.append((at, context["reader"].rss_kib(), current["name"]))
+            timeline.append({"t": round(at, 1), **flow(context["spool"])})
             time.sleep(1)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -330,21 +435,29 @@ def in_guest(options: argparse.Namespace) -> dict[str, Any]:
         if options.only and not any(name.startswith(o) for o in options.only):
             continue
         current["name"] = name
-        context = (sink, rotel, proxy, reader, spool)
-        if name == "spool full":
-            summary = reader.stop()
+        if name == NO_SPOOL:  # a reader of its own, without --spool, nor a health file
+            context["reader"].stop()
+            context["spool"] = None
+            no_spool = [c for c in common if c not in ("--health-interval", "1")]
+            context["reader"] = Reader([*no_spool, "--health-interval", "0"], env)
+        elif name == STALLED:  # a reader of its own, whose fsync stalls while "stall" exists
+            context["reader"].stop()
+            context["spool"] = work / "stalled-spool"
+            launcher = [str(ROOT / "benchmarks" / "stalling_disk.py"), str(context["stall"])]
+            context["reader"] = Reader([*common, "--spool", str(context["spool"])], env, launcher)
+        elif name == "spool full":
+            context["reader"].stop()
             small = work / "small"
             small.mkdir()
             mount = ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)]
             subprocess.run(mount, check=True)
-            current["reader"] = reader = Reader([*common, "--spool", str(small / "spool")], env)
-            context = (sink, rotel, proxy, reader, small / "spool")
-            current["spool"] = small / "spool"
+            context["spool"] = small / "spool"
+            context["reader"] = Reader([*common, "--spool", str(context["spool"])], env)
         results.append(scenario(name, seconds, actions, options.rate, context))
         print(json.dumps(results[-1]), flush=True)
     running = False
     sampler.join()
-    summary = reader.stop()
+    summary = context["reader"].stop()
     rotel.stop()
     stderr_tails = {str(p): _tail(p) for p in readers_stderr}
     return {
@@ -387,6 +500,17 @@ def report(result: dict[str, Any], machine: str) -> str:
             f"{row['name']:<32}{row['written']:>8,}{row['delivered']:>10,}{counted:>13,}"
             f"{row['twice']:>7,}{row['unaccounted']:>12,}{peak / 1024:>9.0f}"
         )
+    ledgers = {row["name"]: row.get("ledger_unaccounted") for row in result["scenarios"]}
+    off = {name: n for name, n in ledgers.items() if n}
+    lines.append(
+        "the readers' own delivery ledgers: "
+        + (f"unaccounted {off}" if off else "0 unaccounted in each scenario")
+    )
+    for row in result["scenarios"]:
+        if row.get("asked_again_after") is not None:
+            lines.append(
+                f"{row['name']}: asked again {row['asked_again_after']:.1f} s after the 429"
+            )
     rss = [kib for _, kib, _ in result["rss"] if kib]
     if rss:
         lines.append(

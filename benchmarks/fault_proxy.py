@@ -9,7 +9,8 @@ changes what answers there.
 collector byte for byte (a collector that is down: the connection is closed at once, a
 connection error to the reader). In the other modes it reads each HTTP request itself and
 answers without passing it on: ``dribble`` (200 OK, one byte every :data:`DRIBBLE` s, never
-finished), ``429`` (with ``Retry-After``), ``500``, and ``huge`` (503 with a body of
+finished), ``429`` (with ``Retry-After: 5``), ``429 60`` (``Retry-After: 60``), ``500``, and
+``huge`` (503 with a body of
 :data:`HUGE` bytes). A change of mode closes every open connection, so that a kept-alive
 connection does not carry on in the old mode.
 """
@@ -26,7 +27,9 @@ HUGE = 300 * 1024 * 1024
 """Bytes of the ``huge`` answer's body (an error page no reader should hold)."""
 RETRY_AFTER = 5
 """Seconds the ``429`` answer asks the reader to wait."""
-MODES = ("pass", "dribble", "429", "500", "huge")
+LONG_RETRY_AFTER = 60
+"""Seconds the ``429 60`` answer asks the reader to wait."""
+MODES = ("pass", "dribble", "429", "429 60", "500", "huge")
 
 
 class FaultProxy:
@@ -34,6 +37,9 @@ class FaultProxy:
         self.upstream_port = upstream_port
         self.mode = "pass"
         self.answered: dict[str, int] = dict.fromkeys(MODES, 0)
+        self.log: list[tuple[float, str]] = []
+        """(monotonic time, mode) of each request answered here, and of each connection
+        piped (``pass``): when the reader asked."""
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
         self._server = socket.create_server(("127.0.0.1", 0))
@@ -67,6 +73,7 @@ class FaultProxy:
                 while _read_request(client):
                     with self._lock:
                         self.answered[mode] += 1
+                        self.log.append((time.monotonic(), mode))
                     _answer(client, mode)
         except OSError:
             pass
@@ -83,6 +90,7 @@ class FaultProxy:
             self._open.add(upstream)
         with self._lock:
             self.answered["pass"] += 1
+            self.log.append((time.monotonic(), "pass"))
         back = threading.Thread(target=_copy, args=(upstream, client), daemon=True)
         back.start()
         _copy(client, upstream)
@@ -135,10 +143,10 @@ def _answer(client: socket.socket, mode: str) -> None:
         for byte in b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n" * 1000:
             client.sendall(bytes([byte]))
             time.sleep(DRIBBLE)
-    elif mode == "429":
+    elif mode in ("429", "429 60"):
         client.sendall(
             b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: %d\r\nContent-Length: 0\r\n\r\n"
-            % RETRY_AFTER
+            % (RETRY_AFTER if mode == "429" else LONG_RETRY_AFTER)
         )
     elif mode == "500":
         client.sendall(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n")

@@ -338,7 +338,8 @@ def parser() -> argparse.ArgumentParser:
         "reader's own health (records read, lost, invalid, dropped, queued, spooled, "
         "exported and failed, each request's duration) as OTLP metrics through the same "
         "output (service.name otel-userevents); with --spool, also write it to "
-        f"DIR/health.json for 'status --spool DIR' ({options.ZERO_OR_MORE}; default 60; 0: never)",
+        "DIR/health-reader-<id>.json, each reader's own, for 'status --spool DIR' "
+        f"({options.ZERO_OR_MORE}; default 60; 0: never)",
     )
     rec.add_argument("--rescan-interval", type=float, default=0.5, help=argparse.SUPPRESS)
     rec.add_argument("--resource-wait", type=float, default=11.0, help=argparse.SUPPRESS)

@@ -2,20 +2,40 @@
 # SPDX-License-Identifier: Apache-2.0
 
 """Kernel tests: no process a test started (reader, app, trace-cmd, perf) outlives it, and
-no file system a tool mounted either."""
+no file system a tool mounted either; the real collector (rotel) and its sink, for the tests
+that deliver through it (``test_reader_collector.py``, ``test_reader_delivery.py``)."""
 
 import os
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from testbed.pytest_plugin import GUEST_ENV
 from tests.support import linuxtracepoints
+from tests.support.collector import Rotel, Sink, running_rotel
 from tests.support.kernel_support import mount_points, unmount
+from tests.support.loopback import bring_loopback_up
 from tests.support.reader_process import reap_processes  # noqa: F401 (an autouse fixture)
 
 _TRACING = ("tracefs", "debugfs")
+
+
+@pytest.fixture
+def sink() -> Iterator[Sink]:
+    """What the collector exports, as it receives it (on the guest's loopback)."""
+    bring_loopback_up()
+    server = Sink()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def collector(sink: Sink, tmp_path: Path) -> Iterator[Rotel]:
+    """rotel, the tests' real collector, exporting to ``sink``."""
+    with running_rotel(sink, tmp_path / "rotel.log") as rotel:
+        yield rotel
 
 
 @pytest.fixture(autouse=True)

@@ -21,35 +21,19 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support import reader_process as proc
-from tests.support.collector import MESSAGES, Rotel, Sink, running_rotel
+from tests.support.collector import MESSAGES
 from tests.support.kernel_support import wait_until
-from tests.support.loopback import bring_loopback_up
 from tests.support.otlp import flatten, metric_points
 
 pytestmark = pytest.mark.kernel
 
 APPS = 3
-
-
-@pytest.fixture
-def sink() -> Iterator[Sink]:
-    bring_loopback_up()
-    server = Sink()
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def collector(sink: Sink, tmp_path: Path) -> Iterator[Rotel]:
-    with running_rotel(sink, tmp_path / "rotel.log") as rotel:
-        yield rotel
 
 
 def _metric_app(prefix: str, service: str) -> subprocess.Popen[str]:

@@ -23,7 +23,6 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -31,9 +30,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.support import reader_process as proc
-from tests.support.collector import Rotel, Sink, running_rotel
+from tests.support.collector import Sink
 from tests.support.kernel_support import wait_until
-from tests.support.loopback import bring_loopback_up
 from tests.support.otlp import flatten
 
 pytestmark = pytest.mark.kernel
@@ -45,20 +43,6 @@ OUTAGE = 90.0
 """Seconds the collector is down in the outage without a spool (the issue's figure)."""
 RETRY_AFTER = 20
 """Seconds the throttling collector asks for (the issue's figure)."""
-
-
-@pytest.fixture
-def sink() -> Iterator[Sink]:
-    bring_loopback_up()
-    server = Sink()
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def collector(sink: Sink, tmp_path: Path) -> Iterator[Rotel]:
-    with running_rotel(sink, tmp_path / "rotel.log") as rotel:
-        yield rotel
 
 
 def _copies(sink: Sink, kind: str, path: str) -> Counter[str]:

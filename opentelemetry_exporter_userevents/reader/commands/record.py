@@ -173,10 +173,14 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             kernel.events.close()
         reader.close()
         output.close()
+        _close_spool(destination, output)
     if reader.cleanup_error:
         err.write(f"otel-userevents: {printable(reader.cleanup_error)}\n")
     if health is not None and health.error:
         err.write(f"otel-userevents: {printable(health.error)}\n")
+    # every item handed to the output in one bucket, the line before the summary (which
+    # stays the last line)
+    err.write(f"otel-userevents: {printable(output.ledger().line())}\n")
     core = core_part(pipeline.decode)
     err.write(_summary(reader, join_stage, output, started, stop_reason, core) + "\n")
     if failed is not None:
@@ -185,12 +189,23 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 1 if failed is not None else 0
 
 
+def _close_spool(destination: Output, output: OutputStage) -> None:
+    """A clean exit (the output's thread ended: nothing uses the spool any more): the
+    spool's locks released, this reader's namespace removed if it holds nothing. Else (an
+    exporter stuck past the deadline) left to the process's exit: the kernel frees the
+    locks, and the next reader takes over and removes what is left."""
+    spool = getattr(destination, "spool", None)
+    if isinstance(spool, Spool) and output.finished:
+        spool.close()
+
+
 def _health_reporter(
     args: argparse.Namespace, destination: Output, started: float
 ) -> HealthReporter | None:
     """With ``--health-interval``: the reader's health, sent as metric points with
     ``--exporter otlp_proto_http`` or ``otlp_proto_grpc`` (through the output stage,
-    counted as its other items), and written to ``--spool``'s ``health.json`` for ``status``."""
+    counted as its other items), and written to ``--spool``'s health file of this reader's
+    own (``health-reader-<16 hex>.json``, :mod:`..outputs.health_files`) for ``status``."""
     interval = getattr(args, "health_interval", 0.0)
     send = (
         args.exporter in ("otlp_proto_http", "otlp_proto_grpc")
@@ -199,11 +214,17 @@ def _health_reporter(
     )
     if not interval or not (send or args.spool):
         return None
+    from opentelemetry_exporter_userevents.reader.outputs.health_files import (  # noqa: PLC0415
+        health_file,
+    )
     from opentelemetry_exporter_userevents.reader.outputs.health_metrics import (  # noqa: PLC0415
         HealthReporter,
     )
 
-    return HealthReporter(interval, started, send, args.spool)
+    spool = getattr(destination, "spool", None)
+    if not isinstance(spool, Spool):  # --spool without a spool: not reached (a usage error)
+        return HealthReporter(interval, started, send)
+    return HealthReporter(interval, started, send, args.spool, health_file(spool.name))
 
 
 def _summary(

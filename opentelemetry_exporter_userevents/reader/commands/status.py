@@ -39,6 +39,13 @@ from opentelemetry_exporter_userevents.reader.live.tracefs_instance import (
     Namespace,
     judge_instances,
 )
+from opentelemetry_exporter_userevents.reader.outputs.health_files import (
+    NAME,
+    RUNNING,
+    UNKNOWN,
+    health_files,
+    reader_state,
+)
 from opentelemetry_exporter_userevents.reader.outputs.health_metrics import (
     health_lines,
     read_health_file,
@@ -120,17 +127,26 @@ _BRIEF_DETAIL = re.compile(r", id \d+(, \d+ fields)?$")
 
 
 def reader_health(directory: str, out: TextIO) -> None:
-    """The health a ``record --spool DIR`` reader last wrote in DIR (``health.json``:
-    every ``--health-interval`` and at stop), and whether that reader still runs."""
-    health = read_health_file(directory)
-    if health is None:
+    """The health each ``record --spool DIR`` reader last wrote in DIR (its own
+    ``health-reader-<16 hex>.json``, every ``--health-interval`` and at stop; a
+    ``health.json`` of the version before too), and whether that reader still runs."""
+    shown = 0
+    for name in health_files(directory):
+        health = read_health_file(directory, name)
+        if health is None:
+            continue
+        shown += 1
+        age = max(0.0, (time.time_ns() - health.time_ns) / 1e9)
+        state = reader_state(directory, name)
+        if state == UNKNOWN:  # the legacy file, or no right to try the lock: the pid then
+            state = RUNNING if _running(health.pid) else "gone"
+        reader = NAME.match(name)
+        who = f"{reader[1]}, " if reader else ""
+        _line(out, f"reader health ({who}pid {health.pid}, {state}, {age:.0f} s ago):")
+        for line in health_lines(health):
+            _line(out, "  " + line)
+    if not shown:
         _line(out, f"reader health: none in {directory}")
-        return
-    age = max(0.0, (time.time_ns() - health.time_ns) / 1e9)
-    running = "running" if _running(health.pid) else "gone"
-    _line(out, f"reader health (pid {health.pid}, {running}, {age:.0f} s ago):")
-    for line in health_lines(health):
-        _line(out, "  " + line)
 
 
 def _running(pid: int) -> bool:

@@ -18,17 +18,18 @@ Names follow the semantic conventions' SDK self-metrics where they fit, and
 - ``otel_userevents.reader.records.read``, ``.records.lost`` (by the kernel),
   ``.records.invalid`` (``otel_userevents.reason``; ``undecodable`` for no known format),
   ``.items.dropped`` (``otel_userevents.stage``, ``otel_userevents.reason``,
-  ``otel_userevents.signal``), ``.items.spooled`` and ``.items.resent`` (the spool), and the
-  gauges ``.queue.batches``, ``.queue.size`` (estimated bytes), ``.spool.requests`` and
-  ``.spool.size`` (bytes).
+  ``otel_userevents.signal``), ``.items.spooled`` and ``.items.resent`` (the spool),
+  ``.items.written`` (handed to the output), and the gauges ``.queue.batches``,
+  ``.queue.size`` (estimated bytes), ``.spool.requests``, ``.spool.size`` (bytes) and
+  ``.items.unaccounted`` (the delivery ledger's, :mod:`.exporterhelper.delivery_ledger`).
 - ``otel_userevents.reader.kernel_events.dropped`` (``record --kernel``): kernel events
   over their process's budget, not summed, by ``process.pid`` (the most dropped; the rest
   without it).
 
 :class:`Health` is one snapshot (:func:`gather`); :func:`health_points` makes the points,
 :func:`health_lines` the text ``status`` shows, and :func:`write_health_file` /
-:func:`read_health_file` keep it where ``status`` can read it (``DIR/health.json`` of
-``--spool DIR``, 0600).
+:func:`read_health_file` keep it where ``status`` can read it (``--spool DIR``'s
+``health-reader-<16 hex>.json``, each reader's own, 0600: :mod:`.health_files`).
 """
 
 from __future__ import annotations
@@ -52,15 +53,18 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.delivery_ledger import Ledger
 from opentelemetry_exporter_userevents.reader.outputs.health_file_writer import HealthFileWriter
+from opentelemetry_exporter_userevents.reader.outputs.health_files import LEGACY, prune_exited
 from opentelemetry_exporter_userevents.reader.private_file import open_private
 from opentelemetry_exporter_userevents.record import metric_values as mv
 from opentelemetry_exporter_userevents.version import __version__
 
 SCOPE = "opentelemetry_exporter_userevents.reader"
 SERVICE_NAME = "otel-userevents"
-HEALTH_FILE = "health.json"
-"""In ``--spool DIR``: the last snapshot, for ``status --spool DIR``."""
+HEALTH_FILE = LEGACY
+"""In ``--spool DIR``: the last snapshot of a reader of the version before (each reader now
+writes its own: :func:`.health_files.health_file`)."""
 DURATION_BOUNDS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
 """The semantic conventions' advice for request durations, in seconds."""
 MAX_ERROR_TYPES = 8
@@ -152,6 +156,11 @@ class Health:
     """Per signal, the histogram of each POST (:class:`Durations`), by ``error.type``."""
     kernel_dropped: dict[str, int] = field(default_factory=dict)
     """Kernel events over their process's budget, by pid (``other``: the rest)."""
+    written: int = 0
+    """Items handed to the output; ``taken_over``: records of exited readers' spools."""
+    taken_over: int = 0
+    ledger: list[tuple[str, int]] = field(default_factory=list)
+    """Every item in one bucket, (bucket, items), delivered first (:mod:`.delivery_ledger`)."""
 
 
 def _signals(kinds: Counter[str] | dict[str, int]) -> dict[str, int]:
@@ -180,6 +189,8 @@ def gather(reader: Any, join_stage: Any, stage: Any, start_time_ns: int) -> Heal
         queue_bytes=queue_bytes,
     )
     health.kernel_dropped = _kernel_dropped(join_stage)
+    book = stage.ledger()
+    health.written, health.taken_over, health.ledger = book[0], book[1], list(book.buckets)
     dropped, not_delivered, delivered = stage.health_counts()
     for where, kinds in sorted(dropped.items()):
         stage_name, _, reason = where.partition(": ")
@@ -276,6 +287,11 @@ def health_points(health: Health) -> list[MetricPoint]:
         for signal, count in sorted(counts.items()):
             add(reader + f"items.{label}", "{item}", count, {"otel_userevents.signal": signal},
                 True, f"Items {label} (--spool).")  # fmt: skip
+    if health.ledger:
+        add(reader + "items.written", "{item}", health.written, {}, True,
+            "Items handed to the output (the delivery ledger's written).")  # fmt: skip
+        add(reader + "items.unaccounted", "{item}", _ledger(health).unaccounted, {}, False,
+            "Items in no bucket of the delivery ledger: 0 when each is counted once.")  # fmt: skip
     for pid, count in sorted(health.kernel_dropped.items()):
         add(reader + "kernel_events.dropped", "{event}", count,
             {"process.pid": int(pid)} if pid.isdigit() else {}, True,
@@ -362,6 +378,8 @@ def health_lines(health: Health) -> list[str]:
                 f"  {signal} requests{' (' + error + ')' if error else ''}: "
                 f"{histogram['count']}, mean {mean:.3f} s, max {histogram['max']:.3f} s"
             )
+    if health.ledger:
+        lines.append(_ledger(health).line())
     if health.spool_requests or health.spooled or health.resent:
         lines.append(
             f"spool: {health.spool_requests} requests ({health.spool_bytes} bytes, "
@@ -372,25 +390,27 @@ def health_lines(health: Health) -> list[str]:
     return lines
 
 
-def write_health_file(directory: str, health: Health) -> None:
-    """``health`` as JSON in ``directory`` (0600, never through a symlink), replaced whole:
-    written to a temporary name, then renamed."""
-    temporary = os.path.join(directory, f".{HEALTH_FILE}.tmp")
+def _ledger(health: Health) -> Ledger:
+    return Ledger(health.written, health.taken_over, tuple(health.ledger))
+
+
+def write_health_file(directory: str, health: Health, name: str = HEALTH_FILE) -> None:
+    """``health`` as JSON in ``directory``'s file ``name`` (0600, never through a symlink),
+    replaced whole: written to a temporary name of its own, then renamed."""
+    temporary = os.path.join(directory, f".{name}.tmp")
     with open_private(temporary) as f:
         json.dump(asdict(health), f)
-    os.replace(temporary, os.path.join(directory, HEALTH_FILE))
+    os.replace(temporary, os.path.join(directory, name))
 
 
 MAX_HEALTH_FILE = 1024 * 1024
 
 
-def read_health_file(directory: str) -> Health | None:
-    """The snapshot a reader left in ``directory``; None if there is none or it is not one
-    (read within :data:`MAX_HEALTH_FILE` bytes, never through a symlink)."""
+def read_health_file(directory: str, name: str = HEALTH_FILE) -> Health | None:
+    """The snapshot a reader left in ``directory``'s file ``name``; None if there is none
+    or it is not one (read within :data:`MAX_HEALTH_FILE` bytes, never through a symlink)."""
     try:
-        fd = os.open(
-            os.path.join(directory, HEALTH_FILE), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
-        )
+        fd = os.open(os.path.join(directory, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return None
     with os.fdopen(fd, "rb") as f:
@@ -402,6 +422,7 @@ def read_health_file(directory: str) -> Health | None:
         health = Health(**fields)
         health.dropped = [tuple(d) for d in health.dropped]  # type: ignore[misc]
         health.failed = [tuple(f) for f in health.failed]  # type: ignore[misc]
+        health.ledger = [(str(label), int(n)) for label, n in health.ledger]
     except (ValueError, TypeError):
         return None
     for counts in (health.kernel_dropped, health.spool_items):
@@ -415,7 +436,8 @@ def read_health_file(directory: str) -> Health | None:
 class HealthReporter:
     """Every ``interval`` seconds (and once at stop), a snapshot: its points handed to the
     output (``send``), and, with ``directory``, the health file written (on a thread of its
-    own: :mod:`.health_file_writer`)."""
+    own: :mod:`.health_file_writer`), as ``name`` (each reader's own, :mod:`.health_files`;
+    the exited readers' files past the newest few removed at start)."""
 
     def __init__(
         self,
@@ -423,6 +445,7 @@ class HealthReporter:
         started: float,
         send: bool,
         directory: str | None = None,
+        name: str = HEALTH_FILE,
     ) -> None:
         self.interval = interval
         self.send = send
@@ -432,7 +455,10 @@ class HealthReporter:
         self.file: HealthFileWriter[Health] | None = None
         """Writes the health file off the read loop (with ``directory``)."""
         if directory is not None:
-            self.file = HealthFileWriter(directory, write_health_file)
+            prune_exited(directory, name)
+            self.file = HealthFileWriter(
+                directory, lambda where, health: write_health_file(where, health, name)
+            )
 
     @property
     def error(self) -> str | None:

@@ -179,6 +179,8 @@ class ExporterOutput:
             raise ValueError(f"no exporter named {name!r}; installed: {', '.join(known)}")
         self.failed = 0
         """Spans and logs the exporters did not take."""
+        self.exported_otherwise = 0
+        """Items an SDK exporter (not a direct sender) took: its ``export`` said SUCCESS."""
         self.spool: Spool | None = None
         self.throttle = Throttle()
         """When the collector said it may be asked again (shared by the senders)."""
@@ -242,6 +244,8 @@ class ExporterOutput:
                 result = None
             if getattr(result, "name", None) != "SUCCESS":
                 self.failed += len(batch)
+            else:
+                self.exported_otherwise += len(batch)
             self._ended(written, kind, len(batch))
         points = _metric_points(items)
         self._not_sent = []
@@ -254,6 +258,8 @@ class ExporterOutput:
                 result = None
             if getattr(result, "name", None) != "SUCCESS":
                 self.failed += len(points)
+            else:
+                self.exported_otherwise += len(points)
         if points:
             self._ended(written, "metric points", len(points))
         if self.spool is not None and (

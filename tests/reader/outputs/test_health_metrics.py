@@ -32,6 +32,7 @@ from opentelemetry_exporter_userevents.reader.decode.decoder import TraceRecord 
 from opentelemetry_exporter_userevents.reader.join.join_stage import JoinedRecord  # noqa: E402
 from opentelemetry_exporter_userevents.reader.outputs import health_metrics as hm  # noqa: E402
 from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.output_stage import OutputStage  # noqa: E402
+from opentelemetry_exporter_userevents.reader.outputs.health_files import health_files  # noqa: E402
 from opentelemetry_exporter_userevents.reader.outputs.output import ExporterOutput  # noqa: E402
 from opentelemetry_exporter_userevents.record import metric_values as mv  # noqa: E402
 from tests.reader.outputs.test_otlp_http_output import Receiver, receiver  # noqa: E402, F401
@@ -247,9 +248,10 @@ def test_record_sends_its_health_on_the_interval_and_at_stop(monkeypatch, receiv
     points = last["otel.sdk.exporter.metric_data_point.exported"][0].sum.data_points
     assert points[0].as_int > 0
     assert "otel.sdk.exporter.operation.duration" in last
-    # and the health file status reads
-    assert stat.S_IMODE(os.stat(spool / hm.HEALTH_FILE).st_mode) == 0o600
-    health = hm.read_health_file(str(spool))
+    # and the health file status reads: the reader's own, named after its spool namespace
+    [name] = health_files(str(spool))
+    assert stat.S_IMODE(os.stat(spool / name).st_mode) == 0o600
+    health = hm.read_health_file(str(spool), name)
     assert health is not None and health.read == len(records) and health.lost == 3
 
 

@@ -139,10 +139,10 @@ def test_a_stalled_health_file_blocks_neither_the_read_loop_nor_the_stop(
     release = threading.Event()
     real_write = health_metrics.write_health_file
 
-    def stalling_write(directory: str, health: Any) -> None:
+    def stalling_write(directory: str, health: Any, name: str) -> None:
         stalled.set()
         release.wait(600)
-        real_write(directory, health)
+        real_write(directory, health, name)
 
     monkeypatch.setattr(health_metrics, "write_health_file", stalling_write)
     reporter = health_metrics.HealthReporter(60, time.monotonic(), False, str(tmp_path))

@@ -5,9 +5,10 @@
 calls its ``write`` and ``close``, fed through a :class:`~.bounded_queue.BoundedQueue`.
 
 The queue is the reader's ``sending_queue`` (in memory), bounded in batches and in
-estimated bytes (``--sending-queue-size``, ``--sending-queue-max-mb``); when it is full the
-oldest batches are dropped for the new one, as the Collector keeps the newest, counted
-(``output: queue full (oldest dropped)``).
+estimated bytes (``--sending-queue-size``, ``--sending-queue-max-mb``; :mod:`.batch_bytes`);
+when it is full the oldest batches are dropped for the new one, as the Collector keeps the
+newest, counted (``output: queue full (oldest dropped)``). :meth:`OutputStage.ledger` puts
+every item handed to it in one bucket (:mod:`.delivery_ledger`).
 
 The read loop hands each batch to :meth:`OutputStage.write`, which never waits: a collector
 that is slow, refuses connections or never answers cannot keep the reader from its buffers
@@ -23,20 +24,27 @@ full``), or not delivered at stop; until then it is queued or in flight.
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from opentelemetry_exporter_userevents.reader.decode.joinable import EncodedRecord
 from opentelemetry_exporter_userevents.reader.join.join_stage import JoinedRecord, Telemetry
 from opentelemetry_exporter_userevents.reader.join.rebuild_metrics import MetricPoint
 from opentelemetry_exporter_userevents.reader.outputs.exporterhelper import delivery
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.batch_bytes import (
+    estimated_bytes,
+)
 from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.bounded_queue import (
     OLDEST_DROPPED,
     BoundedQueue,
+)
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.delivery_ledger import (
+    Ledger,
+    SpoolCounts,
+    StageCounts,
+    ledger,
 )
 from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.spool import Spool
 from opentelemetry_exporter_userevents.reader.outputs.exporters.sdk_items import (
@@ -54,14 +62,6 @@ memory limit with room for everything else."""
 MAX_BATCH_ITEMS = 512
 """A read's items go to the queue in batches of at most this many, so one busy read is
 never dropped whole and no batch is near the byte bound alone."""
-ITEM_BYTES = 1024
-"""Estimate of one item's fixed part (the objects that hold it; Python objects, not the
-wire size)."""
-SAMPLED_ITEMS = 32
-"""Items of a batch whose values are walked for its byte estimate."""
-VALUE_BYTES = 64
-"""Estimate of each value in an item (a scalar, a container, an entry of a mapping), to
-which a string's or bytes' length is added."""
 OLDEST_REASON = f"{STAGE}: {OLDEST_DROPPED}"
 NOT_DELIVERED = "stop timeout"
 """Why items counted at stop were not delivered."""
@@ -81,56 +81,6 @@ def kind_of(item: Telemetry) -> str:
     if is_sdk_span(item):
         return "spans"
     return "logs" if is_sdk_log(item) else "metric points"
-
-
-def estimated_bytes(items: Sequence[Telemetry]) -> int:
-    """The estimate the queue's byte bound counts, per batch: :data:`ITEM_BYTES` per item,
-    and the values of up to :data:`SAMPLED_ITEMS` items drawn at random (all of a smaller
-    batch), scaled to the batch: an unbiased estimate a writer cannot aim at, for a tenth
-    of the cost of walking every item on the read path."""
-    count = len(items)
-    if count <= SAMPLED_ITEMS:
-        return count * ITEM_BYTES + sum(map(_value_bytes, items))
-    sample = random.sample(range(count), SAMPLED_ITEMS)
-    values = sum(_value_bytes(items[n]) for n in sample)
-    return count * ITEM_BYTES + values * count // SAMPLED_ITEMS
-
-
-def _value_bytes(item: Telemetry) -> int:
-    """A span's or log's values, nested ones too (attributes, events, a log's body), at
-    :data:`VALUE_BYTES` each plus a string's length: what the decoder built, whose size
-    the record's payload bounds (64 KiB); an encoded one's item. Resources and scopes are
-    shared, not counted; SDK objects and metric points count none."""
-    if type(item) is not JoinedRecord:
-        return 0
-    checked = item.checked
-    if type(checked) is EncodedRecord:  # encoded where it was decoded: its item is its size
-        return VALUE_BYTES + len(checked.item or "")
-    total = 0
-    stack: list[Any] = list(checked)
-    pop, push = stack.pop, stack.append
-    while stack:
-        value = pop()
-        kind = type(value)
-        if kind is str or kind is bytes:
-            total += VALUE_BYTES + len(value)
-            continue
-        total += VALUE_BYTES
-        if kind is dict:
-            members: Any = (*value.keys(), *value.values())
-        elif isinstance(value, list | tuple):
-            members = value
-        else:
-            continue
-        for member in members:  # scalars counted here: most values are, and a push costs
-            inner = type(member)
-            if inner is str or inner is bytes:
-                total += VALUE_BYTES + len(member)
-            elif inner is int or inner is float or inner is bool or member is None:
-                total += VALUE_BYTES
-            else:
-                push(member)
-    return total
 
 
 class OutputStage:
@@ -166,6 +116,13 @@ class OutputStage:
         self._in_flight_batch: list[Telemetry] | None = None
         """The batch in the output's ``write``: its ``progress`` tells what of it ended."""
         self.written: Counter[str] = Counter()
+        self.handed: Counter[str] = Counter()
+        """Items handed to :meth:`write`, by kind: the ledger's *written*."""
+        self.exported_otherwise = 0
+        """Items an SDK exporter took (the output's ``exported_otherwise``), as of its last
+        write."""
+        self._spool_counts: SpoolCounts | None = None
+        """The spool's ledger counts, taken with the output's (one snapshot)."""
         self.dropped: dict[str, Counter[str]] = {}
         """Items by kind, by ``stage: reason``."""
         self.not_delivered: Counter[str] = Counter()
@@ -195,6 +152,7 @@ class OutputStage:
             kinds = Counter(kind_of(item) for item in batch)
             with self._lock:  # counted first: the thread may take it at once
                 self._queued.update(kinds)
+                self.handed.update(kinds)
             size = estimated_bytes(batch)
             if self.drop_oldest and self.deadline is None:
                 reason, taken = self.queue.put_newest((batch, kinds), size)
@@ -258,6 +216,9 @@ class OutputStage:
         self.failed = output.failed + self._raised
         self.failed_by_reason = _failed_by_reason(output)
         self.delivered = _delivered(output)
+        self.exported_otherwise = getattr(output, "exported_otherwise", 0)
+        spool = getattr(output, "spool", None)
+        self._spool_counts = spool.ledger_counts() if isinstance(spool, Spool) else None
 
     def health_counts(
         self,
@@ -281,6 +242,12 @@ class OutputStage:
             if time.monotonic() >= deadline or self._done.is_set():
                 return False
             time.sleep(poll)
+
+    @property
+    def finished(self) -> bool:
+        """Whether the stage's thread has ended (the output closed): nothing of the output's
+        is in use any more."""
+        return self._done.is_set()
 
     def stop_by(self, deadline: float) -> None:
         """Reading has stopped: the last writes may wait for room until ``deadline``, and
@@ -312,6 +279,7 @@ class OutputStage:
             left = Counter(self._in_flight)
             left.subtract(_finished(self.output, self._in_flight_batch))
             left.update(self._queued)
+            self._in_flight = Counter()  # counted now: delivered, failed or in ``left``
             try:  # what the output's senders delivered of the batch in flight counts too
                 self._take_counts(self.output)
             except Exception:  # noqa: BLE001 - counts of a stuck output: as of its last write
@@ -319,10 +287,15 @@ class OutputStage:
             batches = self.queue.take_all()
             self._queued = Counter()
         spooled = self._spool_left([batch for batch, _kinds in batches], deadline)
+        if isinstance(spool, Spool):
+            spool.abandon()  # the output's thread, still under way, spools nothing more: the
+            # stop spooled its request in flight (else it would be there twice)
         with self._lock:
             self.spooled_at_stop.update(+spooled)
             left.subtract(spooled)
             self.not_delivered.update(+left)  # ``failed`` stays as before this batch
+            if isinstance(spool, Spool):
+                self._spool_counts = spool.ledger_counts()
 
     def _spool_left(self, batches: list[list[Telemetry]], deadline: float) -> Counter[str]:
         """With a spool, what the output did not deliver by the deadline goes to it: the
@@ -359,6 +332,21 @@ class OutputStage:
                 pass
         with lock:
             return Counter(spooled)
+
+    def ledger(self) -> Ledger:
+        """Every item handed to the stage in one bucket (:mod:`.delivery_ledger`), one
+        snapshot: the output's counts and the spool's as of its last write, the queue's now."""
+        with self._lock:
+            delivered = sum(taken for taken, _failed, _durations in self.delivered.values())
+            if not callable(getattr(self.output, "delivered", None)):  # a file, a tree view
+                delivered = sum(self.written.values()) - self.failed
+            waiting = sum(self._queued.values()) + sum(self._in_flight.values())
+            dropped = {reason: sum(kinds.values()) for reason, kinds in self.dropped.items()}
+            return ledger(
+                StageCounts(sum(self.handed.values()), delivered + self.exported_otherwise,
+                            self.failed, dropped, sum(self.not_delivered.values()), waiting,
+                            self._spool_counts)
+            )  # fmt: skip
 
     def counts(self) -> tuple[int, Counter[str]]:
         """Batches queued, and the items queued or in flight by kind."""

@@ -77,6 +77,9 @@ import time
 import zlib
 from collections import Counter, deque
 
+from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.delivery_ledger import (
+    SpoolCounts,
+)
 from opentelemetry_exporter_userevents.reader.outputs.exporterhelper.spool_files import (
     FULL,
     HEADER,
@@ -134,6 +137,8 @@ class Spool:
         drop, an I/O error)."""
         self.taken_over = 0
         """Segments found in namespaces of readers that exited (at start or since)."""
+        self.taken_over_items = self.damaged_items = 0
+        """Their records; records of segments in the index found damaged (the ledger's)."""
         self._live: dict[Key, Entry] = {}
         self._order: deque[Key] = deque()
         self._held: Key | None = None
@@ -154,6 +159,11 @@ class Spool:
         self._drop(victims)
 
     # -- namespaces ---------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """This reader's namespace (``reader-<16 hex>``): its health file is named after it."""
+        return self._own.name
 
     def _take_over_legacy(self) -> None:
         """Segments of the version before, in DIR itself, under DIR's legacy lock."""
@@ -230,6 +240,7 @@ class Spool:
                     self.damaged += 1
                 else:
                     self.dropped[kind] += records
+                    self.taken_over_items += records
 
     def _adopted(self, namespace: Namespace, found: list[tuple[int, str, int, str, int]]) -> None:
         """``found`` put first in the index (older than this reader's own), then the bounds
@@ -243,6 +254,7 @@ class Spool:
                 self._left[kind] += records
             namespace.live += len(found)
             self.taken_over += len(found)
+            self.taken_over_items += sum(records for *_found, records in found)
             self._order.extendleft(reversed(keys))
             retire = not found and self._retiring(namespace)
             victims = self._victims(0)
@@ -348,6 +360,7 @@ class Spool:
                 entry.namespace.live -= 1
                 self._forget_records(entry)
                 self.damaged += 1
+                self.damaged_items += entry.records if entry.kind is not None else 0
                 self._held = None
                 retire = self._retiring(entry.namespace)
             unlink_quietly(entry.namespace.fd, entry.name)
@@ -392,6 +405,13 @@ class Spool:
                 Counter(self.unwritten),
                 self.damaged,
             )
+
+    def ledger_counts(self) -> SpoolCounts:
+        """The spool's part of the delivery ledger (:mod:`.delivery_ledger`), one snapshot."""
+        with self._lock:
+            dropped, unwritten = sum(self.dropped.values()), sum(self.unwritten.values())
+            left = sum(self._left.values())
+            return SpoolCounts(self.taken_over_items, dropped, unwritten, self.damaged_items, left)
 
     def counts(self) -> tuple[int, int]:
         """Segments and bytes in the spool (those being written included in the bytes)."""
