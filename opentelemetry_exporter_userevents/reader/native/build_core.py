@@ -13,6 +13,7 @@ place with ``python -m opentelemetry_exporter_userevents.reader.native.build_cor
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -51,12 +52,16 @@ def ffibuilder(sanitize: bool = False) -> FFI:
 def build(into: Path, sanitize: bool = False) -> Path:
     """Compile ``_core`` and put it in ``into`` (the package's ``reader/native``
     folder, in a checkout or a wheel's tree); its path. The generated C and the objects
-    stay in a temporary folder."""
+    stay in a temporary folder. A core already there is replaced, not overwritten: a
+    process that has it loaded keeps its own file (rewriting a mapped module in place
+    can crash it)."""
     with tempfile.TemporaryDirectory(prefix="otel-userevents-core-") as work:
         built = Path(ffibuilder(sanitize).compile(tmpdir=work, verbose=False))
         into.mkdir(parents=True, exist_ok=True)
         target = into / built.name
-        shutil.copyfile(built, target)
+        partial = into / f".{built.name}.partial"
+        shutil.copyfile(built, partial)
+        os.replace(partial, target)
     return target
 
 
