@@ -35,12 +35,16 @@ from typing import Any
 import pytest
 
 from opentelemetry_exporter_userevents.abi import UserEventsData, UserEventsError, uapi
-from testbed import builds, guest
+from testbed import guest
 
 GUEST_ENV = "USER_EVENTS_TESTBED_GUEST"
 RESULTS_FILE = "testbed-results.jsonl"
 REQUIRE_ENV = "USER_EVENTS_REQUIRE_KERNEL"
-FORWARDED_ENV = ("USER_EVENTS_LOAD_SPANS", "LINUXTRACEPOINTS_BUILD")
+FORWARDED_ENV = (
+    "USER_EVENTS_LOAD_SPANS",
+    "LINUXTRACEPOINTS_BUILD",
+    "OTEL_EXPORTER_USER_EVENTS_READER_CORE",
+)
 """Test settings passed on to the guest."""
 GUEST_JOBS_ENV = "USER_EVENTS_GUEST_JOBS"
 SLOWEST = 15
@@ -317,17 +321,10 @@ class KernelTestBed:
         argv = [sys.executable, "-m", "pytest", "-p", "testbed.pytest_plugin"]
         argv += ["-p", "no:cacheprovider", "-q", "-rs", "--color=no"]
         nodeids = self._guest_nodeids(image)
-        compiled_tree = os.environ.get(builds.COMPILED_TREE_ENV)
-        if compiled_tree:  # half the files from the compiled build's tree (testbed/builds.py)
-            pure, compiled = builds.split(nodeids, self.images.index(image))
-            argv = builds.guest_command(
-                argv, (rootdir, pure), (os.path.abspath(compiled_tree), compiled)
-            )
-        else:
-            argv += ["--rootdir", rootdir]
-            if self.config.inipath:
-                argv += ["-c", str(self.config.inipath)]
-            argv += nodeids
+        argv += ["--rootdir", rootdir]
+        if self.config.inipath:
+            argv += ["-c", str(self.config.inipath)]
+        argv += nodeids
         collected: dict[str, dict[str, Any]] = {}
 
         def read_results(share: Path) -> None:

@@ -64,8 +64,8 @@ def test_every_shell_line_is_run_by_a_test_and_every_enable_is_undone():
 
 def copy_of_the_checkout(destination: Path) -> None:
     """The files git knows of (tracked, and new ones not ignored), or, outside a git
-    checkout of its own (an sdist, or CI's copy for the compiled build inside another
-    checkout's ignored build/), the tree without environments and builds."""
+    checkout of its own (an sdist, or a copy inside another checkout's ignored build/), the
+    tree without environments and builds."""
     top = subprocess.run(
         ["git", "rev-parse", "--show-toplevel"], cwd=ROOT, capture_output=True, text=True
     )

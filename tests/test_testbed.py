@@ -5,13 +5,12 @@
 
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from testbed import builds, guest
+from testbed import guest
 from testbed.pytest_plugin import native_unavailable_reason
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,8 +74,6 @@ def _nested_run(pytester, images, *args):
     pytester._monkeypatch.setenv("PYTHONPATH", env_path)
     pytester._monkeypatch.delenv("USER_EVENTS_REQUIRE_KERNEL", raising=False)
     pytester._monkeypatch.delenv(guest.KERNEL_ENV, raising=False)
-    # the nested run's tests are in its own directory, not in a compiled tree (CI's)
-    pytester._monkeypatch.delenv(builds.COMPILED_TREE_ENV, raising=False)
     image_args = [f"--kernel-image={image}" for image in images]
     return pytester.runpytest_subprocess(
         "-p", "testbed.pytest_plugin", "-rs", "-v", *image_args, *args, timeout=1200
@@ -265,8 +262,6 @@ def test_without_any_kernel_require_fails_and_otherwise_skips(pytester, require)
     pytester.makeini("[pytest]\nmarkers =\n    kernel: needs user_events\n")
     pytester._monkeypatch.setenv("PYTHONPATH", str(ROOT))
     pytester._monkeypatch.delenv(guest.KERNEL_ENV, raising=False)
-    # the nested run's tests are in its own directory, not in a compiled tree (CI's)
-    pytester._monkeypatch.delenv(builds.COMPILED_TREE_ENV, raising=False)
     pytester._monkeypatch.delenv("USER_EVENTS_REQUIRE_KERNEL", raising=False)
     args = ["-p", "testbed.pytest_plugin", "-rs"] + (["--require-kernel"] if require else [])
 
@@ -303,66 +298,3 @@ def test_kernel_images_come_from_the_environment_separated_by_pathsep(pytester, 
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines([f"*{missing} is not a file*"])
     assert f"{present} is not a file" not in result.stdout.str()
-
-
-def test_builds_split_whole_files_alternately_and_swap_them_between_images():
-
-    ids = ["tests/kernel/test_a.py::x", "tests/kernel/test_b.py::y", "tests/kernel/test_a.py::z"]
-    ids.append("tests/kernel/test_c.py::w")
-    first = builds.split(ids, 0)
-    second = builds.split(ids, 1)
-    assert first == (
-        ["tests/kernel/test_a.py::x", "tests/kernel/test_a.py::z", "tests/kernel/test_c.py::w"],
-        ["tests/kernel/test_b.py::y"],
-    )
-    assert second == (first[1], first[0])  # each test in each build once across two images
-
-
-@pytest.mark.parametrize(
-    ("codes", "status"), [((0, 0), 0), ((1, 0), 1), ((0, 1), 1), ((1, 3), 3), ((4, 1), 4)]
-)
-def test_builds_guest_command_runs_each_tree_with_its_build_and_exits_as_pytest(
-    tmp_path, codes, status
-):
-    """The command runs a session per tree, in that tree, the compiled one with the build
-    variable and its tree on PYTHONPATH, each given its own nodeids; it exits 1 for a
-    failed test in either, and with another code than 0 or 1 before that."""
-
-    trees = [tmp_path / "pure", tmp_path / "compiled"]
-    for tree, code in zip(trees, codes, strict=True):
-        tree.mkdir()
-        (tree / "code").write_text(str(code))
-    log = tmp_path / "log"
-    fake_pytest = [
-        sys.executable,
-        "-c",
-        "import os, sys; open(sys.argv[1], 'a').write(repr((os.getcwd(), "
-        "os.environ.get('USER_EVENTS_BUILD'), os.environ.get('PYTHONPATH'), sys.argv[2:])) "
-        "+ '\\n'); sys.exit(int(open('code').read()))",
-        str(log),
-    ]
-    argv = builds.guest_command(fake_pytest, (str(trees[0]), ["t1"]), (str(trees[1]), ["t2"]))
-    env = {k: v for k, v in os.environ.items() if k not in ("USER_EVENTS_BUILD", "PYTHONPATH")}
-    run = subprocess.run(argv, env=env, check=False)
-    assert run.returncode == status
-    sessions = [eval(line) for line in log.read_text().splitlines()]  # noqa: S307 - ours
-    assert sessions == [
-        (
-            str(trees[0]),
-            None,
-            None,
-            ["--rootdir", str(trees[0]), "-c", f"{trees[0]}/pyproject.toml", "t1"],
-        ),
-        (
-            str(trees[1]),
-            "compiled",
-            str(trees[1]),
-            ["--rootdir", str(trees[1]), "-c", f"{trees[1]}/pyproject.toml", "t2"],
-        ),
-    ]
-
-
-def test_builds_guest_command_leaves_out_a_tree_with_no_tests(tmp_path):
-
-    argv = builds.guest_command(["pytest"], (str(tmp_path), ["t1"]), ("/compiled", []))
-    assert "/compiled" not in argv[2] and "USER_EVENTS_BUILD" not in argv[2]

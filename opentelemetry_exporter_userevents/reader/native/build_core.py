@@ -13,6 +13,7 @@ place with ``python -m opentelemetry_exporter_userevents.reader.native.build_cor
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -25,20 +26,25 @@ MODULE = "opentelemetry_exporter_userevents.reader.native._core"
 CFLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror=implicit-function-declaration"]
 SANITIZE = ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
             "-fno-sanitize-recover=all"]  # fmt: skip
+RELEASE, RELEASE_LINK = ["-g0"], ["-s"]
+"""Without the sanitizers: no debug information (Python's own flags ask for it) and no
+symbol table, so no path of the machine that built it is in the module, and the same
+sources build the same bytes wherever they sit (CI compares the container recipe's wheel
+with its own)."""
 
 
 def ffibuilder(sanitize: bool = False) -> FFI:
     """The cffi builder of ``_core``."""
     ffi = FFI()
     ffi.cdef((HERE / "core.h").read_text())
-    flags = CFLAGS + (SANITIZE if sanitize else [])
+    flags = CFLAGS + (SANITIZE if sanitize else RELEASE)
     ffi.set_source(
         MODULE,
         '#include <stdint.h>\n#include "core.h"\n',
         sources=[str(HERE / "core.c")],
         include_dirs=[str(HERE)],
         extra_compile_args=flags,
-        extra_link_args=SANITIZE if sanitize else [],
+        extra_link_args=SANITIZE if sanitize else RELEASE_LINK,
     )
     return ffi
 
@@ -46,12 +52,16 @@ def ffibuilder(sanitize: bool = False) -> FFI:
 def build(into: Path, sanitize: bool = False) -> Path:
     """Compile ``_core`` and put it in ``into`` (the package's ``reader/native``
     folder, in a checkout or a wheel's tree); its path. The generated C and the objects
-    stay in a temporary folder."""
+    stay in a temporary folder. A core already there is replaced, not overwritten: a
+    process that has it loaded keeps its own file (rewriting a mapped module in place
+    can crash it)."""
     with tempfile.TemporaryDirectory(prefix="otel-userevents-core-") as work:
         built = Path(ffibuilder(sanitize).compile(tmpdir=work, verbose=False))
         into.mkdir(parents=True, exist_ok=True)
         target = into / built.name
-        shutil.copyfile(built, target)
+        partial = into / f".{built.name}.partial"
+        shutil.copyfile(built, partial)
+        os.replace(partial, target)
     return target
 
 
