@@ -171,6 +171,36 @@ def _pages(records: list[bytes], extras: list[bytes] = ()) -> list[bytes]:
     return pages
 
 
+def hostile_raws(hostiles: list) -> list[bytes]:
+    """A genuine span's record, then the hostile ones the kernel would take."""
+    raws = [record(IDS["span"], GENUINE["span"].payloads[0])]
+    for hostile in hostiles:
+        payload = repack(hostile.kind, hostile.values)
+        if payload is not None:
+            raws.append(record(IDS[hostile.kind], payload, pid=666))
+    return raws
+
+
+def mutated_pages(rng: random.Random, flips: int) -> tuple[list[bytes], list[bytes]]:
+    """Genuine records, and pages of them with ``flips`` bytes changed, most in the first
+    600 bytes of a page (its header and first events)."""
+    raws = [record(IDS["span"], p) for p in GENUINE["span"].payloads]
+    raws += [record(IDS["log"], p) for p in GENUINE["log"].payloads]
+    raws += [_span_record(s) for s in make_spans()]
+    pages = [bytearray(p) for p in _pages(raws)]
+    for _ in range(flips):
+        target = rng.choice(pages)
+        at = rng.randrange(0, 600) if rng.random() < 0.7 else rng.randrange(len(target))
+        target[at] = rng.randrange(256)
+    return raws, [bytes(p) for p in pages]
+
+
+def random_page(events: list[bytes], ts: int) -> bytes:
+    """A page header and events of any bytes, its commit word's flags from ``ts``."""
+    body = b"".join(struct.pack("<I", len(e) << 5 | (len(e) // 4 % 29)) + e for e in events)
+    return struct.pack("<QQ", ts, len(body) | (ts & 3) << 30) + body
+
+
 # --- the tests ----------------------------------------------------------------------------
 
 
@@ -238,11 +268,7 @@ def test_plain_logs_are_encoded_by_the_core_as_the_python_path_encodes_them(raws
 @SETTINGS
 @given(st.lists(hostile_records(("span", "log", "resource")), min_size=1, max_size=4))
 def test_hostile_records_come_out_the_same(hostiles):
-    raws = [record(IDS["span"], GENUINE["span"].payloads[0])]
-    for hostile in hostiles:
-        payload = repack(hostile.kind, hostile.values)
-        if payload is not None:
-            raws.append(record(IDS[hostile.kind], payload, pid=666))
+    raws = hostile_raws(hostiles)
     _both(_pages(raws))
     _both([(n, raw) for n, raw in enumerate(raws)])
 
@@ -251,15 +277,8 @@ def test_hostile_records_come_out_the_same(hostiles):
 @given(st.randoms(use_true_random=False), st.integers(1, 40))
 def test_mutated_pages_come_out_the_same(rng: random.Random, flips: int):
     """Genuine pages with bytes flipped anywhere: headers, lengths, offsets, texts."""
-    raws = [record(IDS["span"], p) for p in GENUINE["span"].payloads]
-    raws += [record(IDS["log"], p) for p in GENUINE["log"].payloads]
-    raws += [_span_record(s) for s in make_spans()]
-    pages = [bytearray(p) for p in _pages(raws)]
-    for _ in range(flips):
-        target = rng.choice(pages)
-        at = rng.randrange(0, 600) if rng.random() < 0.7 else rng.randrange(len(target))
-        target[at] = rng.randrange(256)
-    _both([bytes(p) for p in pages])
+    raws, pages = mutated_pages(rng, flips)
+    _both(pages)
     samples = [bytearray(r) for r in raws]
     for _ in range(flips):
         target = rng.choice(samples)
@@ -270,8 +289,7 @@ def test_mutated_pages_come_out_the_same(rng: random.Random, flips: int):
 @SETTINGS
 @given(st.lists(st.binary(min_size=0, max_size=200), max_size=8), st.integers(0, 2**64 - 1))
 def test_random_pages_come_out_the_same(events, ts):
-    body = b"".join(struct.pack("<I", len(e) << 5 | (len(e) // 4 % 29)) + e for e in events)
-    raw = struct.pack("<QQ", ts, len(body) | (ts & 3) << 30) + body
+    raw = random_page(events, ts)
     _both([raw + b"\0" * max(0, 4096 - len(raw))])
     _both([raw[: max(0, len(raw) - (ts % 50))]])
 

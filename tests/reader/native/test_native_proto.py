@@ -11,7 +11,6 @@ mutated and random pages; with the sanitizers in CI, as the JSON's."""
 from __future__ import annotations
 
 import random
-import struct
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -34,11 +33,14 @@ from tests.reader.native.test_native_differential import (
     _decoders,
     _pages,
     _span_record,
+    hostile_raws,
+    mutated_pages,
     plain_logs,
     plain_spans,
+    random_page,
 )
 from tests.support.pages import record
-from tests.support.shape_strategies import GENUINE, RESOURCE_PAYLOAD, hostile_records, repack
+from tests.support.shape_strategies import GENUINE, RESOURCE_PAYLOAD, hostile_records
 from tests.support.span_fixtures import make_spans
 
 PROTO = native_core.load_core(native_core.OTLP_PROTO).core
@@ -123,31 +125,17 @@ def test_genuine_records_come_out_the_same():
 @SETTINGS
 @given(st.lists(hostile_records(("span", "log", "resource")), min_size=1, max_size=4))
 def test_hostile_records_come_out_the_same(hostiles):
-    raws = [record(IDS["span"], GENUINE["span"].payloads[0])]
-    for hostile in hostiles:
-        payload = repack(hostile.kind, hostile.values)
-        if payload is not None:
-            raws.append(record(IDS[hostile.kind], payload, pid=666))
-    _both(_pages(raws))
+    _both(_pages(hostile_raws(hostiles)))
 
 
 @SETTINGS
 @given(st.randoms(use_true_random=False), st.integers(1, 40))
 def test_mutated_pages_come_out_the_same(rng: random.Random, flips: int):
-    raws = [record(IDS["span"], p) for p in GENUINE["span"].payloads]
-    raws += [record(IDS["log"], p) for p in GENUINE["log"].payloads]
-    raws += [_span_record(s) for s in make_spans()]
-    pages = [bytearray(p) for p in _pages(raws)]
-    for _ in range(flips):
-        target = rng.choice(pages)
-        at = rng.randrange(0, 600) if rng.random() < 0.7 else rng.randrange(len(target))
-        target[at] = rng.randrange(256)
-    _both([bytes(p) for p in pages])
+    _both(mutated_pages(rng, flips)[1])
 
 
 @SETTINGS
 @given(st.lists(st.binary(min_size=0, max_size=200), max_size=8), st.integers(0, 2**64 - 1))
 def test_random_pages_come_out_the_same(events, ts):
-    body = b"".join(struct.pack("<I", len(e) << 5 | (len(e) // 4 % 29)) + e for e in events)
-    raw = struct.pack("<QQ", ts, len(body) | (ts & 3) << 30) + body
+    raw = random_page(events, ts)
     _both([raw + b"\0" * max(0, 4096 - len(raw))])
