@@ -74,6 +74,9 @@ def test_the_proxy_passes_requests_and_answers_in_each_failing_mode(upstream) ->
     proxy.set_mode("429")
     status, _, headers = _post(proxy.url)
     assert status == 429 and headers["Retry-After"] == str(fault_proxy.RETRY_AFTER)
+    proxy.set_mode("429 60")
+    status, _, headers = _post(proxy.url)
+    assert status == 429 and headers["Retry-After"] == str(fault_proxy.LONG_RETRY_AFTER) == "60"
     proxy.set_mode("500")
     assert _post(proxy.url)[0] == 500
     proxy.set_mode("huge")
@@ -85,7 +88,9 @@ def test_the_proxy_passes_requests_and_answers_in_each_failing_mode(upstream) ->
     }  # a byte at a time: a few bytes of the status line in 4 periods
     proxy.set_mode("pass")
     assert _post(proxy.url)[:2] == (200, b"up")
-    assert proxy.answered == {"pass": 2, "dribble": 1, "429": 1, "500": 1, "huge": 1}
+    assert proxy.answered == {"pass": 2, "dribble": 1, "429": 1, "429 60": 1, "500": 1, "huge": 1}
+    assert [mode for _at, mode in proxy.log] == ["pass", "429", "429 60", "500", "huge", "dribble",
+                                                 "pass"]  # fmt: skip
 
 
 def test_a_down_collector_is_a_closed_connection() -> None:
@@ -141,3 +146,29 @@ def test_the_report_adds_up_each_scenario_and_says_the_rate_target() -> None:
     line = next(line for line in text.splitlines() if line.startswith("500 "))
     assert line.split() == ["500", "100", "90", "10", "3", "0", "50"]
     assert "peak 50 MiB" in text
+
+
+def test_a_reader_s_delivery_line_is_read_back_with_its_sign() -> None:
+    text = (
+        "otel-userevents: delivery: 1000 written + 5 taken over from exited readers' spools = "
+        "990 delivered + 6 dropped (output: queue full (oldest dropped)) + 4 left in the spool "
+        "- 2 unaccounted (counted twice)\n"
+        "otel-userevents: stopped (SIGTERM): 1000 records in 3.0 s (333/s), lost 7, ..."
+    )
+    assert collector_load.ledger_of(text) == {
+        "written": 1000,
+        "delivered": 990,
+        "dropped (output: queue full (oldest dropped))": 6,
+        "left in the spool": 4,
+        "unaccounted (counted twice)": -2,
+        "kernel lost": 7,
+    }
+
+
+def test_what_readers_counted_is_summed_per_health_file_since_the_first_look() -> None:
+    before = {"a": {"lost": 1, "dropped": 2, "failed": 3}}
+    after = {  # A killed (its last counts kept), B started since
+        "a": {"lost": 1, "dropped": 5, "failed": 3},
+        "b": {"lost": 4, "dropped": 0, "failed": 1},
+    }
+    assert collector_load.counted_since(before, after) == {"lost": 4, "dropped": 3, "failed": 1}

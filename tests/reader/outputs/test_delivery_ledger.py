@@ -13,6 +13,7 @@ import io
 import socket
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import SimpleNamespace
@@ -63,7 +64,7 @@ def test_a_batch_half_sent_at_the_stop_adds_up(
     while output.progress[1]["spans"] < 2:
         assert time.monotonic() < deadline
         time.sleep(0.01)
-    stage.stop_by(time.monotonic() + 0.5)
+    stage.stop_by(time.monotonic() + 4)  # 1 s of it to spool what is left
     stage.close()
     stuck.set()
     book = stage.ledger()
@@ -206,3 +207,72 @@ def test_status_of_a_file_of_the_version_before_has_no_ledger(tmp_path: Path) ->
 
     reader_health(str(tmp_path), out)
     assert "records: 3 read" in out.getvalue() and "delivery:" not in out.getvalue()
+
+
+def test_from_the_stop_on_only_the_stopping_thread_changes_the_spool(tmp_path: Path) -> None:
+    """The output's thread, still under way at the stop, must not change the counts the stop
+    took: a request it spools would be there twice (the stop spooled it), a segment it
+    removes would leave the spool without being counted delivered."""
+    spool = Spool(str(tmp_path / "spool"), 1 << 20)
+    assert spool.put("spans", 3, b"kept")
+    kept = spool.oldest()
+    assert kept is not None
+    spool.hold_for(0)  # the stop
+    assert not spool.put("spans", 2, b"late")  # the output's thread: refused, not counted
+    spool.remove(kept, 3)  # taken after the stop: left, to be sent again
+    assert spool.ledger_counts() == SpoolCounts(left=3) and spool.spooled == {"spans": 3}
+    results: list[bool] = []
+
+    def stop_spooling() -> None:  # the stop's own thread
+        spool.hold_for(threading.get_ident())
+        results.append(spool.put("logs", 1, b"at stop"))
+
+    stopping = threading.Thread(target=stop_spooling)
+    stopping.start()
+    stopping.join(60)
+    assert results == [True] and spool.ledger_counts() == SpoolCounts(left=4)
+    spool.close()
+
+
+def test_a_stop_with_a_request_in_flight_holds_the_spool_for_itself(
+    collector: Callable[..., RawServer], tmp_path: Path
+) -> None:
+    """While the stop spools what was not delivered, a put from any other thread (the
+    output's, whose request in flight failed meanwhile) is refused: the request would be
+    spooled twice, and the ledger would count it twice."""
+    stuck = _half_sending_collector(collector)
+    output = ExporterOutput("otlp_proto_http")
+    spool = Spool(str(tmp_path / "spool"), 1 << 20)
+    output.use_spool(spool)
+    late: list[bool] = []
+
+    def the_output_s_thread_puts() -> None:
+        other = threading.Thread(target=lambda: late.append(spool.put("logs", 2, b"late")))
+        other.start()
+        other.join(60)
+
+    spool_in_flight = output.spool_in_flight
+
+    def while_the_stop_spools() -> Counter[str]:
+        the_output_s_thread_puts()
+        return spool_in_flight()
+
+    output.spool_in_flight = while_the_stop_spools  # type: ignore[method-assign]
+    stage = OutputStage(output, stop_timeout=60)
+    spool_left = stage._spool_left
+
+    def before_the_stop_spools(batches: list[Any], deadline: float) -> Counter[str]:
+        the_output_s_thread_puts()
+        return spool_left(batches, deadline)
+
+    stage._spool_left = before_the_stop_spools  # type: ignore[method-assign]
+    stage.write(_records())  # 2 spans (taken), then 2 logs (stuck)
+    deadline = time.monotonic() + 60
+    while output.progress[1]["spans"] < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    stage.stop_by(time.monotonic() + 4)  # 1 s of it to spool what is left
+    stage.close()
+    stuck.set()
+    assert late == [False, False]
+    assert stage.ledger().line() == "delivery: 4 written = 2 delivered + 2 left in the spool"

@@ -280,6 +280,8 @@ class OutputStage:
             left.subtract(_finished(self.output, self._in_flight_batch))
             left.update(self._queued)
             self._in_flight = Counter()  # counted now: delivered, failed or in ``left``
+            if isinstance(spool, Spool):
+                spool.hold_for(0)  # the output's thread, under way, changes no count now
             try:  # what the output's senders delivered of the batch in flight counts too
                 self._take_counts(self.output)
             except Exception:  # noqa: BLE001 - counts of a stuck output: as of its last write
@@ -311,6 +313,8 @@ class OutputStage:
 
         def spool_all() -> None:
             try:
+                if isinstance(spool, Spool):
+                    spool.hold_for(threading.get_ident())  # this thread only, from now on
                 done = output.spool_in_flight()  # type: ignore[attr-defined]
                 with lock:
                     spooled.update(done)

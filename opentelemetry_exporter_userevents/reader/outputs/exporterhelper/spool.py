@@ -29,15 +29,13 @@ over at start under ``DIR/.legacy.lock``.
 
 **Files.** DIR and each namespace are 0700 (an existing DIR must be a directory owned by the
 reader's user, not a symlink, and is made 0700; a namespace not owned by it is left alone);
-each segment ``N.seg`` (``N`` a decimal number of 16 to 20 digits: at most 2**64, more than
-a reader writes at any rate in any lifetime, never reused by the next reader, which writes
-in a namespace of its own) is 0600, with a :data:`HEADER` (magic, version, kind, records,
-payload length, CRC-32 of the payload) before the payload. It is written to a temporary
-name, ``fsync``-ed, renamed, and the namespace ``fsync``-ed: a segment either is whole under
-its name or is not there. A segment re-sent and taken is deleted and the namespace
-``fsync``-ed before the next is read: a power cut does not bring it back. So a SIGKILL
-loses no spooled segment, only what was still in memory (queued for the output, or the
-request in flight); a power cut, the same, plus at most the segment being written.
+each segment ``N.seg`` (``N`` 16 to 20 decimal digits, at most 2**64: never reused, each
+reader writes in a namespace of its own) is 0600, a :data:`HEADER` (magic, version, kind,
+records, payload length, CRC-32 of the payload) before the payload. It is written to a
+temporary name, ``fsync``-ed, renamed, the namespace ``fsync``-ed: whole under its name or
+not there. One re-sent and taken is deleted and the namespace ``fsync``-ed before the next
+is read: a power cut does not bring it back. So a SIGKILL loses no spooled segment, only
+what was in memory (queued, or in flight); a power cut, also the segment being written.
 
 **No disk I/O under the lock.** The spool's lock guards its counts and its index (the
 segments in order, in memory); it is never held across a read, a write, an ``fsync``, a
@@ -46,26 +44,21 @@ rename or a delete. So the read loop's progress line, the health snapshot and th
 ``fsync``; a put still under way when the stop gives up on it (:meth:`Spool.abandon`) is
 not renamed into place, its records counted as not delivered, not as spooled.
 
-**Bounds.** The segments' bytes stay within ``max_bytes`` (``--spool-max-mb``): to make
-room for a new segment the oldest are deleted, their records counted as dropped (``spool
-full``); a request larger than the bound alone is dropped the same way; so are the oldest
-past :data:`MAX_SEGMENTS` segments. A full disk (``ENOSPC``, ``EDQUOT``) while a segment is
-written deletes the oldest segments one at a time, counted the same way, until it fits; only
-with none left is the new one counted as not written. The oldest segment is the head of the
-index: found without a scan. A namespace is listed once, when it is taken over (at most
-twice :data:`MAX_SEGMENTS` names kept while listing; the oldest past that dropped,
-counted). A segment is read only after its size is checked (:data:`MAX_SEGMENT` at most,
-the header's length equal to the rest of the file) and its checksum matched; a segment
-that fails any check (a torn write, a hostile file: the spool is read back as root) is
-deleted and counted as damaged, never read past its bound. Names that are not segments are
-left alone (temporary files of a killed writer are deleted).
+**Bounds.** The segments' bytes stay within ``max_bytes`` (``--spool-max-mb``) and
+:data:`MAX_SEGMENTS`: the oldest are deleted to make room, counted as dropped (``spool
+full``), as is a request larger than the bound alone. A full disk (``ENOSPC``, ``EDQUOT``)
+deletes the oldest one at a time, counted the same way, until the new one fits; only with
+none left is it counted as not written. The oldest is the head of the index (no scan); a
+namespace is listed once, when taken over (at most twice :data:`MAX_SEGMENTS` names kept).
+A segment is read only after its size is checked (:data:`MAX_SEGMENT` at most, the
+header's length equal to the rest) and its checksum matched; one that fails (a torn write,
+a hostile file: the spool is read back as root) is deleted, counted as damaged. Names that
+are not segments are left alone (a killed writer's temporary files are deleted).
 
-**At least once.** A segment is deleted only after the collector took it; a request that
-was taken but whose answer was lost (the connection cut after the collector read it, the
-reader killed between the answer and the delete; a request in flight at the stop
-deadline, spooled, that the collector then took before the process exited) is sent again:
-the collector may see those records twice. Records are not re-sent in order with live
-ones: a new batch goes first, then the spool drains.
+**At least once.** A segment is deleted only after the collector took it: a request taken
+whose answer was lost (a connection cut, a reader killed before the delete; one in flight
+or re-sent at the stop, kept, that the collector then took) is sent again. Records are
+not re-sent in order with live ones: a new batch goes first, then the spool drains.
 """
 
 from __future__ import annotations
@@ -128,13 +121,11 @@ class Spool:
         self.resent: Counter[str] = Counter()
         """Records re-sent from the spool and taken, by kind."""
         self.dropped: Counter[str] = Counter()
-        """Records dropped oldest first (the spool or the disk was full), or too large for
-        it, by kind."""
+        """Records dropped oldest first (spool or disk full), or too large for it, by kind."""
         self.damaged = 0
         """Segments deleted unread: a header, length or checksum that did not match."""
         self.unwritten: Counter[str] = Counter()
-        """Records whose segment could not be written (the disk full with nothing left to
-        drop, an I/O error)."""
+        """Records whose segment could not be written (disk full, none to drop; I/O error)."""
         self.taken_over = 0
         """Segments found in namespaces of readers that exited (at start or since)."""
         self.taken_over_items = self.damaged_items = 0
@@ -144,9 +135,9 @@ class Spool:
         self._held: Key | None = None
         """The segment :meth:`oldest` returned, being re-sent: never dropped meanwhile."""
         self._bytes = 0
-        self._left: Counter[str] = Counter()
-        """Records in the index, by kind."""
+        self._left: Counter[str] = Counter()  # records in the index, by kind
         self._abandoned = False
+        self._only: int | None = None  # from the stop on: the one thread that puts, removes
         self._namespaces: dict[str, Namespace] = {}
         self._next_adopt = 0.0
         private_directory(directory)
@@ -284,7 +275,7 @@ class Spool:
             if size > self.max_bytes or size > MAX_SEGMENT:
                 self.dropped[kind] += records
                 return False
-            if self._abandoned:
+            if self._abandoned or not self._admits():
                 return False
             victims = self._victims(size)
             number = own.next
@@ -312,7 +303,7 @@ class Spool:
                         raise
                     self._drop(victims)
             with self._lock:
-                abandoned = self._abandoned
+                abandoned = self._abandoned or not self._admits()
             if abandoned:  # the stop gave up on it: not put in place, counted by the stop
                 unlink_quietly(own.fd, temporary)
                 with self._lock:
@@ -372,6 +363,8 @@ class Spool:
         namespace ``fsync``-ed: a power cut does not bring it back to be sent twice)."""
         key = (segment.namespace, segment.name or f"{segment.number:016d}.seg")
         with self._lock:
+            if not self._admits():
+                return  # the stop has counted it as left: it stays, to be sent again
             entry = self._live.pop(key, None)
             if self._held == key:
                 self._held = None
@@ -388,6 +381,17 @@ class Spool:
             self._retire(entry.namespace)  # the namespace removed: as durable
         else:
             fsync_quietly(entry.namespace.fd)
+
+    def hold_for(self, thread: int) -> None:
+        """At the stop: only ``thread`` (an ident; 0: none) puts or removes from now on. The
+        output's thread, still under way, then changes no count the stop has taken: its
+        puts return False (the stop spools what was in flight), its removals are left
+        undone (the segment is sent again: at least once)."""
+        with self._lock:
+            self._only = thread
+
+    def _admits(self) -> bool:
+        return self._only is None or self._only == threading.get_ident()
 
     def abandon(self) -> None:
         """The stop has given up waiting: puts still under way are not put in place (and
