@@ -67,7 +67,9 @@ class DecodeStage:
         self.pool: WorkerPool | None = None
         self._in_flight: list[int] = []
         self.native = None
-        if native is not None:  # OTLP/JSON, as a worker encodes; protobuf, for the join's door
+        # OTLP/JSON, as a worker encodes; protobuf, for the join's door; the core takes its
+        # plans from a RecordDecoder (a stand-in decoder, a test's, decodes in Python)
+        if native is not None and isinstance(decoder, RecordDecoder):
             self.native = NativeChunks(
                 native, decoder, encode_deferred=native.encoding == OTLP_JSON
             )
