@@ -12,8 +12,9 @@ import argparse
 
 from opentelemetry_exporter_userevents.reader import options
 
-SENDING_QUEUE_SIZE = 256
-"""``--sending-queue-size``'s default: ``output_stage.MAX_QUEUED_BATCHES``."""
+SENDING_QUEUE_SIZE = 1000
+"""``--sending-queue-size``'s default: ``output_stage.MAX_QUEUED_BATCHES``, the Collector's
+``sending_queue`` ``queue_size``."""
 SENDING_QUEUE_MB = 64
 """``--sending-queue-max-mb``'s default: ``output_stage.MAX_QUEUED_BYTES`` in MiB."""
 BATCH_ITEMS = 512

@@ -74,7 +74,7 @@ def test_help_shows_each_default(capsys: pytest.CaptureFixture[str]) -> None:
         cli.parser().parse_args(["record", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     for flag, default in (
-        ("--sending-queue-size", "(default 256)"),
+        ("--sending-queue-size", "(default 1000)"),
         ("--sending-queue-max-mb", "(default 64)"),
         ("--retry-on-failure-initial-interval", "(default 5)"),
         ("--retry-on-failure-max-interval", "(default 30)"),

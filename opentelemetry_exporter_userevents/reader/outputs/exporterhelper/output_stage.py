@@ -54,8 +54,9 @@ from opentelemetry_exporter_userevents.reader.outputs.exporters.sdk_items import
 from opentelemetry_exporter_userevents.reader.outputs.output import Output
 
 STAGE = "output"
-MAX_QUEUED_BATCHES = 256
-"""Batches queued for the output; with :data:`MAX_BATCH_ITEMS`, at most 131072 items."""
+MAX_QUEUED_BATCHES = 1000
+"""Batches queued for the output (the Collector's ``queue_size`` default); with
+:data:`MAX_BATCH_ITEMS`, at most 512,000 items, and :data:`MAX_QUEUED_BYTES` bounds them."""
 MAX_QUEUED_BYTES = 64 * 1024 * 1024
 """Estimated bytes queued for the output (:func:`estimated_bytes`): within the reader's
 memory limit with room for everything else."""
