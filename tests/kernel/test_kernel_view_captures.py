@@ -63,11 +63,11 @@ def no_delayed_dequeue() -> Iterator[None]:
     involuntary, once the lock's wait had no waker. Off, it passed 4 runs of 4 there. Where
     there is no such switch, nothing is done; debugfs, if mounted here, is unmounted after
     the test (tests/kernel/conftest.py)."""
-    if not SCHED_FEATURES.parent.exists():
-        subprocess.run(["mount", "-t", "debugfs", "none", "/sys/kernel/debug"], check=False)
     try:
+        if not SCHED_FEATURES.parent.exists():
+            subprocess.run(["mount", "-t", "debugfs", "none", "/sys/kernel/debug"], check=False)
         on = "DELAY_DEQUEUE" in SCHED_FEATURES.read_text().split()
-    except OSError:
+    except OSError:  # no mount(8), no debugfs, no CONFIG_SCHED_DEBUG
         on = False
     if on:
         SCHED_FEATURES.write_text("NO_DELAY_DEQUEUE")
