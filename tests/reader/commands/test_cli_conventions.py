@@ -52,9 +52,9 @@ def test_version_prints_the_package_version_and_the_core(capsys, monkeypatch):
     with pytest.raises(SystemExit) as raised:
         cli.main(["--version"])
     assert raised.value.code == 0
-    native = load_core().core is not None
-    core = "native" if native else "python (the native core did not load: "
-    assert capsys.readouterr().out.startswith(f"otel-userevents {__version__} (reader core: {core}")
+    reason = load_core().reason  # "native", or "python (why)": the pure run's, a fallback's
+    assert reason == "native" or reason.startswith("python (")
+    assert capsys.readouterr().out == f"otel-userevents {__version__} (reader core: {reason})\n"
     monkeypatch.setenv(READER_CORE, "python")
     with pytest.raises(SystemExit):
         cli.main(["--version"])
