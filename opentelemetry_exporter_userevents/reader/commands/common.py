@@ -234,8 +234,8 @@ def core_part(stage: DecodeStage) -> str:
     """The summary's word on the core: which one decoded, and why not the native one."""
     if stage.native is not None:
         return "native core"
-    reason = reader_core().reason
-    return "Python core" + (reason.removeprefix("python") if reader_core().core is None else "")
+    choice = reader_core()
+    return "Python core" + (choice.reason.removeprefix("python") if choice.core is None else "")
 
 
 def output_of(args: argparse.Namespace, out: TextIO, workers: int = 1) -> Output:

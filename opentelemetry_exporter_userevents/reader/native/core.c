@@ -394,6 +394,7 @@ static int j_value(jdoc *d, const uint8_t *s, uint32_t n, uint32_t *pos, int dep
    escaped) or a \u escape (which may spell one: j_string) is _restore's, in Python. */
 static int j_parse(jdoc *d, const uint8_t *s, uint32_t n, uint32_t *root) {
     uint32_t pos = 0;
+    d->count = 1; /* a fresh tree: node 0 means "none" */
     if (j_value(d, s, n, &pos, 0, root) || pos != n)
         return -1;
     return 0;
@@ -545,7 +546,6 @@ static int get_link(const jdoc *d, uint32_t link, link_fields *l) {
 /* A JSON list's items, parsed into d: its first item and count; -1 if not a list. */
 static int get_list(jdoc *d, text t, uint32_t *first, uint32_t *count) {
     uint32_t root;
-    d->count = 1; /* node 0 means "none" */
     if (j_parse(d, t.s, t.len, &root) || d->n[root].type != J_ARR)
         return -1;
     *first = j_first(root);
@@ -555,7 +555,6 @@ static int get_list(jdoc *d, text t, uint32_t *first, uint32_t *count) {
 
 /* An attributes text, parsed into d: the object. */
 static int get_object(jdoc *d, text t, uint32_t *object) {
-    d->count = 1;
     return j_parse(d, t.s, t.len, object) || d->n[*object].type != J_OBJ ? -1 : 0;
 }
 

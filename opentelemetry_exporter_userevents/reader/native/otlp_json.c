@@ -382,7 +382,6 @@ static int json_log(writer *w, jdoc *d, const fields *f) {
     if (written)
         PUTS(w, ",");
     PUTS(w, "\"body\":");
-    d->count = 1;
     if (j_parse(d, t[LOG_BODY].s, t[LOG_BODY].len, &body) || put_value(w, d, body, 0))
         return -1;
     if (get_object(d, t[LOG_ATTRIBUTES], &attributes) || put_attributes(w, d, attributes, ","))

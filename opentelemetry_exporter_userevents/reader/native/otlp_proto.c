@@ -293,7 +293,6 @@ static int proto_log(writer *w, jdoc *d, const fields *f) {
     }
     if ((v[LOG_FLAGS] & HAS_SEVERITY_TEXT) && t[LOG_SEVERITY_TEXT].len)
         pb_string(w, "\x1a", t[LOG_SEVERITY_TEXT].s, t[LOG_SEVERITY_TEXT].len, 0);
-    d->count = 1;
     if (j_parse(d, t[LOG_BODY].s, t[LOG_BODY].len, &body))
         return -1;
     any = pb_open(w, "\x2a");
