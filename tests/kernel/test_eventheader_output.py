@@ -251,10 +251,7 @@ print(json.dumps({
 
 
 def metric_requests(output) -> list[dict]:
-    lines = (
-        [json.loads(line) for line in output.read_text().splitlines()] if output.exists() else []
-    )
-    return [x for x in lines if "resourceMetrics" in x]
+    return [x for x in proc.written_lines(output) if "resourceMetrics" in x]
 
 
 def test_an_apps_metrics_are_rebuilt_from_otlp_metrics_by_a_reader_started_first(prefix, tmp_path):

@@ -114,14 +114,21 @@ def after_ready(err: str) -> str:
     return rest
 
 
+def written_lines(output: Path) -> list[dict]:
+    """The OTLP/JSON lines a running reader has written whole: a line longer than the
+    file's buffer reaches the file in parts, so the last one may not have ended yet."""
+    text = output.read_text() if output.exists() else ""
+    return [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines()]
+
+
 def requests(output: Path) -> tuple[list[dict], list[dict]]:
-    lines = [json.loads(line) for line in output.read_text().splitlines()]
+    lines = written_lines(output)
     return [x for x in lines if "resourceSpans" in x], [x for x in lines if "resourceLogs" in x]
 
 
 def items(output: Path) -> int:
     """Spans and logs written to the OTLP/JSON output so far (whatever the batching)."""
-    spans, logs = requests(output) if output.exists() else ([], [])
+    spans, logs = requests(output)
     return len(flatten(spans, "spans")) + len(flatten(logs, "logs"))
 
 
