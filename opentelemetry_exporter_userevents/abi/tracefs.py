@@ -229,6 +229,13 @@ class Tracefs:
         with open(os.path.join(self.instance_dir(instance), "buffer_percent"), "w") as f:
             f.write(str(percent))
 
+    def buffer_percent(self, instance: str) -> int:
+        """An instance's ``buffer_percent`` (see :meth:`set_buffer_percent`)."""
+        with open(
+            os.path.join(self.instance_dir(instance), "buffer_percent"), encoding="ascii"
+        ) as f:
+            return int(f.read().strip())
+
     def trace_clocks(self, instance: str) -> list[str]:
         """The clocks an instance's ring buffer can stamp records with (``trace_clock``)."""
         with open(os.path.join(self.instance_dir(instance), "trace_clock"), encoding="ascii") as f:

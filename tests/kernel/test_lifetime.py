@@ -75,3 +75,29 @@ def test_close_unregisters_every_registration(tracefs, event_name, attach):
     assert [r.enable_word[0] for r in registrations] == [0, 0, 0]
     assert kept.enabled is True
     keeper.close()
+
+
+def test_an_event_enabled_in_an_instance_keeps_its_id_until_disabled(tracefs, event_name):
+    """A reader reads an enabled tracepoint's id only now and then (``TraceReader.scan``,
+    ``ID_RECHECK_INTERVAL``): enabled in an instance, the event holds a reference, so its
+    name can be neither deleted nor made again under another id, even once its writer is
+    gone; disabled there, it goes."""
+    instance = f"lifetime.{event_name}"
+    data = UserEventsData(tracefs.path)
+    data.register(f"{event_name} u32 a", 0)
+    before = tracefs.event_id("user_events", event_name)
+    tracefs.create_instance(instance)
+    try:
+        tracefs.set_enabled("user_events", event_name, True, instance)
+        data.close()  # the writer's last reference
+        deleter = UserEventsData(tracefs.path)
+        with pytest.raises(UserEventsError) as busy:
+            deleter.delete(event_name)
+        deleter.close()
+        still_there = not wait_until(lambda: event_name not in tracefs.events("user_events"), 2)
+        assert still_there and tracefs.event_id("user_events", event_name) == before
+        tracefs.set_enabled("user_events", event_name, False, instance)
+    finally:
+        tracefs.remove_instance(instance)
+    assert busy.value.errno == errno.EBUSY
+    assert wait_until(lambda: event_name not in tracefs.events("user_events"))

@@ -19,6 +19,8 @@ from opentelemetry_exporter_userevents.reader.capture import (
     decode_file,
 )
 from opentelemetry_exporter_userevents.reader.commands.common import (
+    POLL_INTERVAL,
+    READ_INTERVAL,
     core_part,
     discovery_parts,
     native_of,
@@ -77,10 +79,12 @@ def capture(args: argparse.Namespace, reader: TraceReader, tracefs: Tracefs, err
                 for cpu, page in pages:
                     writer.add_page(cpu, page)
                 kept = kernel.keep(writer, pages) if kernel is not None else 0
-                return bool(pages) or kept > 0
+                # as record: again at once only if a CPU gave more than the page being filled
+                return len(pages) > len({cpu for cpu, _page in pages}) or kept > 0
 
             deadline = started + args.duration if args.duration else None
-            stop_reason = run_until_stopped(keep_pages, deadline, stop, reader.wait)
+            interval = POLL_INTERVAL if kernel is not None else READ_INTERVAL
+            stop_reason = run_until_stopped(keep_pages, deadline, stop, reader.wait, interval)
             pages = reader.read_cpu_pages()
             for cpu, page in pages:
                 writer.add_page(cpu, page)

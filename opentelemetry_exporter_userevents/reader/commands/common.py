@@ -45,6 +45,13 @@ from opentelemetry_exporter_userevents.reader.terminal_text import printable
 from opentelemetry_exporter_userevents.record.tracepoints import ANY_PREFIX, DEFAULT_PREFIX
 
 POLL_INTERVAL = 0.2
+"""The most a stop signal waits to be seen, and the read interval of ``hist`` and of
+``record --kernel`` (the kernel's events fill their buffer far sooner than ours)."""
+READ_INTERVAL = 1.0
+"""Seconds ``record`` idles between reads of its buffers while no CPU's buffer is
+``buffer_percent`` full (the kernel wakes it then), as ``trace-cmd record`` sleeps between
+reads: each read has a cost of its own (the pipes, each CPU's ``stats``, a batch for the
+output), which five reads a second made most of the reader's CPU at a low rate."""
 PROGRESS_INTERVAL = 2.0
 
 
@@ -97,20 +104,28 @@ def run_until_stopped(
     step: Callable[[], bool],
     deadline: float | None,
     stop: StopSignals,
-    idle: Callable[[float], None] = time.sleep,
+    idle: Callable[[float], bool | None] = time.sleep,
+    interval: float = POLL_INTERVAL,
 ) -> str:
-    """Call ``step`` until ``deadline`` (monotonic) or a signal noted in ``stop``, idle for a
-    poll interval after a step that found nothing (``idle(seconds)``: a reader's wakes early
-    when a service announces itself); return why it stopped: ``duration``, ``interrupted``
-    or the signal's name."""
+    """Call ``step`` until ``deadline`` (monotonic) or a signal noted in ``stop``; after a
+    step that was not busy, idle up to ``interval`` seconds, by calls of ``idle(seconds)``
+    of at most :data:`POLL_INTERVAL` (a signal is seen within that), sooner when ``idle``
+    says there is something to read (a reader's does: a buffer at its watermark, a new
+    service's announcement); return why it stopped: ``duration``, ``interrupted`` or the
+    signal's name."""
     while True:
         found = step()
         if stop.reason is not None:
             return stop.reason
-        if deadline is not None and time.monotonic() >= deadline:
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
             return "duration"
-        if not found:
-            idle(POLL_INTERVAL)  # resumed after a signal (PEP 475): at most this late
+        if found:
+            continue
+        until = now + interval if deadline is None else min(now + interval, deadline)
+        while stop.reason is None and (left := until - time.monotonic()) > 0:
+            if idle(min(left, POLL_INTERVAL)):  # resumed after a signal (PEP 475)
+                break
 
 
 def say_ready(args: argparse.Namespace, instance: str, err: TextIO, how: str = "") -> None:

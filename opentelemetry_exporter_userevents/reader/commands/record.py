@@ -13,7 +13,9 @@ import time
 from typing import TYPE_CHECKING, TextIO
 
 from opentelemetry_exporter_userevents.reader.commands.common import (
+    POLL_INTERVAL,
     PROGRESS_INTERVAL,
+    READ_INTERVAL,
     UsageError,
     core_part,
     discovery_parts,
@@ -157,7 +159,10 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
             deadline = started + args.duration if args.duration else None
             try:
-                stop_reason = run_until_stopped(rebuild, deadline, stop, reader.wait)
+                interval = POLL_INTERVAL if kernel is not None else READ_INTERVAL
+                if health is not None:  # its reports come from the loop: on time
+                    interval = min(interval, health.interval)
+                stop_reason = run_until_stopped(rebuild, deadline, stop, reader.wait, interval)
                 output.stop_by(time.monotonic() + args.stop_timeout)
                 pipeline.step(last=True, deadline=output.deadline)
             except WorkerError as error:  # what was rebuilt is written, then the error

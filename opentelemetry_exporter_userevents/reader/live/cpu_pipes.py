@@ -46,6 +46,8 @@ class CpuPipes:
         self.first_loss: float | None = None
         self.last_loss: float | None = None
         """``time.monotonic()`` of the first and last count that found a loss."""
+        self.last_read_pages = 0
+        """How many pages the last :meth:`read` gave, all CPUs."""
         self._pipes: list[_Pipe] = []
 
     def open(self) -> None:
@@ -88,6 +90,7 @@ class CpuPipes:
             if len(pages) > before:
                 busy.append(pipe)
         self.count_lost(self._pipes if count_idle_cpus else busy)
+        self.last_read_pages = len(pages)
         return pages
 
     def count_lost(self, pipes: list[_Pipe] | None = None) -> int:

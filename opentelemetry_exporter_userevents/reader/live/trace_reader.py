@@ -53,6 +53,7 @@ from opentelemetry_exporter_userevents.reader.live.new_tracepoint_signal import 
     NewTracepointSignal,
 )
 from opentelemetry_exporter_userevents.reader.live.our_tracepoints import our_tracepoints
+from opentelemetry_exporter_userevents.reader.live.read_wakeup import WAKE_PERCENT, ReadWakeup
 from opentelemetry_exporter_userevents.reader.live.rescan_schedule import RescanSchedule
 from opentelemetry_exporter_userevents.reader.live.tracefs_instance import (
     InstanceOwner,
@@ -72,6 +73,10 @@ MAX_FOUND_LATER = 1024
 _PAGES_PER_READ = 1024
 """Pages read from one CPU per :meth:`TraceReader.read`, so one busy CPU cannot starve
 the others or the rescan."""
+ID_RECHECK_INTERVAL = 10.0
+"""Seconds between rescans that read the ids of the tracepoints already enabled (an ``id``
+file opened for each was most of a rescan's cost). Enabled in our instance, one cannot be
+deleted (EBUSY: docs/kernels.rst), so it keeps its id, unless something disables it here."""
 
 
 ReaderError = TracefsError
@@ -158,12 +163,16 @@ class TraceReader(InstanceOwner):
         self._lock = threading.Lock()
         """Held by a scan while it enables (not while it lists or looks names up) and by a
         read of announcements; never across the main loop's decoding, joining or output."""
+        self._next_id_check = 0.0
+        """When a rescan next reads the ids of the tracepoints it knows (ID_RECHECK_INTERVAL)."""
         self._probe_from = 0
         """The multi-format id after the highest the last full rescan saw, or the change
         signal's next one if later (:mod:`.announced_tracepoints`)."""
         self.announcement_error: str | None = None
         """Why announcements cannot be heard here, if they cannot."""
         self._started = 0.0
+        self._wakeup: ReadWakeup | None = None
+        """Made at the first :meth:`wait` (once the buffers are open)."""
         self._prefixes_at_start: set[str] | None = None
         self._found_later: dict[str, tuple[float, Announced | None]] = {}
         """Prefix -> (seconds after the start, its announcement as known then)."""
@@ -183,6 +192,7 @@ class TraceReader(InstanceOwner):
                 self.tracefs.set_trace_clock(self.instance, self.trace_clock)
             if self.buffer_size_kb:
                 self.tracefs.set_buffer_size_kb(self.instance, self.buffer_size_kb)
+            self.tracefs.set_buffer_percent(self.instance, WAKE_PERCENT)
             self.decoder.layout = PageLayout.from_header_page(
                 self.tracefs.header_page(), self.tracefs.sub_buffer_size(self.instance)
             )
@@ -272,13 +282,19 @@ class TraceReader(InstanceOwner):
             found = announced_tracepoints(self.tracefs, self.decoder, only, probe_from)
         found.sort(key=lambda item: (item[2] != RESOURCE_KIND, item[2] == SPAN_KIND))
         added = []
+        now = time.monotonic()
+        recheck = only is None and now >= self._next_id_check
+        if recheck:
+            self._next_id_check = now + ID_RECHECK_INTERVAL
         with self._lock:
             for system, name, kind in found:
+                known_event = self._enabled.get((system, name))
+                if known_event is not None and not recheck:
+                    continue  # enabled here, so the kernel cannot delete it (ID_RECHECK_INTERVAL)
                 try:
                     event_id = self.tracefs.event_id(system, name)
                 except (OSError, ValueError):
                     continue  # deleted meanwhile
-                known_event = self._enabled.get((system, name))
                 if known_event is not None and known_event.event_id == event_id:
                     continue
                 if self._enable(system, name, kind):
@@ -360,14 +376,19 @@ class TraceReader(InstanceOwner):
         with self._lock:
             return self.providers.late()
 
-    def wait(self, timeout: float) -> None:
-        """Sleep up to ``timeout`` seconds between reads; without the thread that answers
-        announcements, less when a new service announces itself (then the next
-        :meth:`read` enables its tracepoints at once)."""
-        if self.announcements is not None and not self._answering():
-            self.announcements.wait(timeout)
-        else:
-            time.sleep(timeout)
+    def wait(self, timeout: float) -> bool:
+        """Rest up to ``timeout`` seconds between reads; whether there is something to read
+        sooner (:mod:`.read_wakeup`: a CPU's buffer at its watermark, or, without the thread
+        that answers announcements, a new service's announcement, whose tracepoints the next
+        :meth:`read` enables). Without that thread, rescans run here when due, between
+        reads, as they do after one."""
+        if self._wakeup is None:
+            listener = self.announcements
+            self._wakeup = ReadWakeup(self.pipes, listener.pipes if listener else None)
+        if not self._answering():
+            self.discover()
+            timeout = min(timeout, max(0.0, self.rescans.next_check - time.monotonic()))
+        return self._wakeup.wait(timeout)
 
     def discover(self) -> None:
         """Enable the tracepoints of services that announced themselves, and rescan when

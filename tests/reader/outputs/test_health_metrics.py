@@ -267,7 +267,7 @@ def test_a_collector_that_never_answers_keeps_no_read_waiting(monkeypatch, colle
     assert code == 0
     assert silent.requests >= 1  # a request went out and hangs for 30 s
     assert took < 5
-    assert reader.reads > 20  # the loop went on reading while the request hung
+    assert reader.reads >= 5  # the loop went on reading (each 0.1 s) while the request hung
     assert "not delivered: stop timeout" in err
 
 

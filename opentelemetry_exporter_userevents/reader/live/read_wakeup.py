@@ -1,0 +1,54 @@
+# Copyright The OpenTelemetry Authors
+# SPDX-License-Identifier: Apache-2.0
+
+"""The rest between two reads of the live reader's buffers, and what ends it early.
+
+Each read has a cost of its own (the pipes, each CPU's ``stats``, a batch for the output), so
+``record`` reads once a read interval while its buffers fill slowly, as ``trace-cmd record``
+does, and at once when the kernel says a CPU's buffer is ``buffer_percent`` full: ``poll`` on
+an instance's ``trace_pipe_raw`` waits for that watermark (:data:`WAKE_PERCENT`, set on the
+instance), and for an announcement, whose instance wakes at its first record.
+"""
+
+from __future__ import annotations
+
+import select
+
+from opentelemetry_exporter_userevents.reader.live.cpu_pipes import CpuPipes
+
+WAKE_PERCENT = 50
+"""How full a CPU's buffer is when the kernel ends the rest (the instance's
+``buffer_percent``, the kernel's default too): long before the buffer could overflow."""
+
+
+class ReadWakeup:
+    """Polls the buffers (and the announcements, if any) between reads."""
+
+    def __init__(self, buffers: CpuPipes, announcements: CpuPipes | None) -> None:
+        """Both opened already."""
+        self.buffers = buffers
+        self._watched = select.poll()
+        """The buffers and the announcements."""
+        self._quiet = select.poll()
+        """The announcements only."""
+        buffers.register(self._watched)
+        if announcements is not None:
+            announcements.register(self._watched)
+            announcements.register(self._quiet)
+        self._woken = False
+        """Whether the last :meth:`wait` ended on a buffer's watermark."""
+
+    def wait(self, timeout: float) -> bool:
+        """Up to ``timeout`` seconds; whether something is there to read sooner. If the read
+        after a watermark wake found a page or less per CPU, this one does not watch the
+        buffers (a file that polls readable at once, whatever its fill, would otherwise
+        have the reader read without rest)."""
+        buffers = self.buffers
+        watch = not (self._woken and buffers.last_read_pages <= len(buffers.fds))
+        try:
+            ready = (self._watched if watch else self._quiet).poll(timeout * 1000)
+        except InterruptedError:
+            return False
+        fds = set(buffers.fds)
+        self._woken = watch and any(fd in fds for fd, _events in ready)
+        return bool(ready)
