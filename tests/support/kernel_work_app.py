@@ -36,7 +36,9 @@ from opentelemetry.trace import Tracer
 from opentelemetry_exporter_userevents import UserEventsSpanExporter, UserEventsSpanProcessor
 
 SPIN_S = 0.15
-HOLD_S = 0.15
+LOCK_ASKED_S = 0.1
+"""How long the lock's holder keeps it once the main thread says it asks for it: the main
+thread, given the GIL by the holder's sleep, is blocked in the lock's ``futex`` by then."""
 
 
 def _counters() -> tuple[int, int, int, int]:
@@ -100,18 +102,27 @@ def main(prefix: str, reads: int, only: str | None = None) -> dict[str, Any]:
     measured(tracer, "spin", spin, out)
     measured(tracer, "sleep", lambda: time.sleep(0.2), out)
 
-    lock, held = threading.Lock(), threading.Event()
+    lock, held, asking = threading.Lock(), threading.Event(), threading.Event()
 
     def holder() -> None:
         with lock:
             out["holder_tid"] = threading.get_native_id()
             held.set()
             spin()
+            # released only once main is asking for it: after its spin alone, a main thread
+            # descheduled for as long (a loaded host) took the lock free, with no waker
+            asking.wait()
+            time.sleep(LOCK_ASKED_S)
+
+    def wait_for_the_lock() -> None:
+        asking.set()
+        lock.acquire()
+        lock.release()
 
     thread = threading.Thread(target=holder)
     thread.start()
     held.wait()
-    measured(tracer, "lock", lambda: lock.acquire() and lock.release() or None, out)
+    measured(tracer, "lock", wait_for_the_lock, out)
     thread.join()
 
     with tempfile.TemporaryFile() as f:

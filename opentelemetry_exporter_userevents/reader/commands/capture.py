@@ -19,8 +19,6 @@ from opentelemetry_exporter_userevents.reader.capture import (
     decode_file,
 )
 from opentelemetry_exporter_userevents.reader.commands.common import (
-    POLL_INTERVAL,
-    READ_INTERVAL,
     core_part,
     discovery_parts,
     native_of,
@@ -83,8 +81,7 @@ def capture(args: argparse.Namespace, reader: TraceReader, tracefs: Tracefs, err
                 return len(pages) > len({cpu for cpu, _page in pages}) or kept > 0
 
             deadline = started + args.duration if args.duration else None
-            interval = POLL_INTERVAL if kernel is not None else READ_INTERVAL
-            stop_reason = run_until_stopped(keep_pages, deadline, stop, reader.wait, interval)
+            stop_reason = run_until_stopped(keep_pages, deadline, stop, reader.wait)
             pages = reader.read_cpu_pages()
             for cpu, page in pages:
                 writer.add_page(cpu, page)

@@ -45,13 +45,10 @@ from opentelemetry_exporter_userevents.reader.terminal_text import printable
 from opentelemetry_exporter_userevents.record.tracepoints import ANY_PREFIX, DEFAULT_PREFIX
 
 POLL_INTERVAL = 0.2
-"""The most a stop signal waits to be seen, and the read interval of ``hist`` and of
-``record --kernel`` (the kernel's events fill their buffer far sooner than ours)."""
-READ_INTERVAL = 1.0
-"""Seconds ``record`` idles between reads of its buffers while no CPU's buffer is
-``buffer_percent`` full (the kernel wakes it then), as ``trace-cmd record`` sleeps between
-reads: each read has a cost of its own (the pipes, each CPU's ``stats``, a batch for the
-output), which five reads a second made most of the reader's CPU at a low rate."""
+"""The most ``record`` rests between reads (the kernel wakes it sooner when a CPU's buffer is
+half full: :mod:`.read_wakeup`), and the most a stop signal waits to be seen. Not longer: the
+process view looks a writer up in ``/proc`` when it reads the writer's first record, and a
+one-second rest let a short-lived writer (the README's quick start) exit first."""
 PROGRESS_INTERVAL = 2.0
 
 

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, TextIO
 from opentelemetry_exporter_userevents.reader.commands.common import (
     POLL_INTERVAL,
     PROGRESS_INTERVAL,
-    READ_INTERVAL,
     UsageError,
     core_part,
     discovery_parts,
@@ -159,7 +158,7 @@ def record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
             deadline = started + args.duration if args.duration else None
             try:
-                interval = POLL_INTERVAL if kernel is not None else READ_INTERVAL
+                interval = POLL_INTERVAL
                 if health is not None:  # its reports come from the loop: on time
                     interval = min(interval, health.interval)
                 stop_reason = run_until_stopped(rebuild, deadline, stop, reader.wait, interval)

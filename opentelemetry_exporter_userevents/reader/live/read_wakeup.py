@@ -3,10 +3,10 @@
 
 """The rest between two reads of the live reader's buffers, and what ends it early.
 
-Each read has a cost of its own (the pipes, each CPU's ``stats``, a batch for the output), so
-``record`` reads once a read interval while its buffers fill slowly, as ``trace-cmd record``
-does, and at once when the kernel says a CPU's buffer is ``buffer_percent`` full: ``poll`` on
-an instance's ``trace_pipe_raw`` waits for that watermark (:data:`WAKE_PERCENT`, set on the
+``record`` rests a poll interval between reads that found little, and reads at once when the
+kernel says a CPU's buffer is ``buffer_percent`` full (a burst, which would otherwise fill a
+small buffer during the rest), as ``trace-cmd record`` waits for its watermark: ``poll`` on
+an instance's ``trace_pipe_raw`` waits for that (:data:`WAKE_PERCENT`, set on the
 instance), and for an announcement, whose instance wakes at its first record.
 """
 
