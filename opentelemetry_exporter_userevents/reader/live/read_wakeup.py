@@ -27,26 +27,28 @@ class ReadWakeup:
     def __init__(self, buffers: CpuPipes, announcements: CpuPipes | None) -> None:
         """Both opened already."""
         self.buffers = buffers
-        self._watched = select.poll()
-        """The buffers and the announcements."""
-        self._quiet = select.poll()
-        """The announcements only."""
-        buffers.register(self._watched)
-        if announcements is not None:
-            announcements.register(self._watched)
-            announcements.register(self._quiet)
+        self._polls: dict[tuple[bool, bool], select.poll] = {}
+        """By (buffers watched, announcements watched)."""
+        for watch in (True, False):
+            for hear in (True, False):
+                poll = self._polls[watch, hear] = select.poll()
+                if watch:
+                    buffers.register(poll)
+                if hear and announcements is not None:
+                    announcements.register(poll)
         self._woken = False
         """Whether the last :meth:`wait` ended on a buffer's watermark."""
 
-    def wait(self, timeout: float) -> bool:
-        """Up to ``timeout`` seconds; whether something is there to read sooner. If the read
-        after a watermark wake found a page or less per CPU, this one does not watch the
-        buffers (a file that polls readable at once, whatever its fill, would otherwise
-        have the reader read without rest)."""
+    def wait(self, timeout: float, announcements: bool = True) -> bool:
+        """Up to ``timeout`` seconds; whether something is there to read sooner (with
+        ``announcements`` False, an announcement does not end it: the thread that answers
+        them reads them). If the read after a watermark wake found a page or less per CPU,
+        this one does not watch the buffers (a file that polls readable at once, whatever
+        its fill, would otherwise have the reader read without rest)."""
         buffers = self.buffers
         watch = not (self._woken and buffers.last_read_pages <= len(buffers.fds))
         try:
-            ready = (self._watched if watch else self._quiet).poll(timeout * 1000)
+            ready = self._polls[watch, announcements].poll(timeout * 1000)
         except InterruptedError:
             return False
         fds = set(buffers.fds)

@@ -385,10 +385,10 @@ class TraceReader(InstanceOwner):
         if self._wakeup is None:
             listener = self.announcements
             self._wakeup = ReadWakeup(self.pipes, listener.pipes if listener else None)
-        if not self._answering():
+        if not (answering := self._answering()):
             self.discover()
             timeout = min(timeout, max(0.0, self.rescans.next_check - time.monotonic()))
-        return self._wakeup.wait(timeout)
+        return self._wakeup.wait(timeout, announcements=not answering)
 
     def discover(self) -> None:
         """Enable the tracepoints of services that announced themselves, and rescan when
