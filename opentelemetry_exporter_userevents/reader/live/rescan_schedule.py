@@ -79,11 +79,6 @@ class RescanSchedule:
             self.stats.signalled += 1
         return changed or quiet
 
-    @property
-    def next_check(self) -> float:
-        """When :meth:`due` next acts (``time.monotonic()``)."""
-        return self._next_check
-
     def listed(self, started: float, ended: float, multi_format_names: Iterable[str]) -> None:
         """A full listing ran from ``started`` to ``ended`` (``time.monotonic()``) and saw
         these ``user_events_multi`` names."""

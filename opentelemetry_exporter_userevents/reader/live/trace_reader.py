@@ -380,15 +380,11 @@ class TraceReader(InstanceOwner):
         """Rest up to ``timeout`` seconds between reads; whether there is something to read
         sooner (:mod:`.read_wakeup`: a CPU's buffer at its watermark, or, without the thread
         that answers announcements, a new service's announcement, whose tracepoints the next
-        :meth:`read` enables). Without that thread, rescans run here when due, between
-        reads, as they do after one."""
+        :meth:`read` enables)."""
         if self._wakeup is None:
             listener = self.announcements
             self._wakeup = ReadWakeup(self.pipes, listener.pipes if listener else None)
-        if not (answering := self._answering()):
-            self.discover()
-            timeout = min(timeout, max(0.0, self.rescans.next_check - time.monotonic()))
-        return self._wakeup.wait(timeout, announcements=not answering)
+        return self._wakeup.wait(timeout, announcements=not self._answering())
 
     def discover(self) -> None:
         """Enable the tracepoints of services that announced themselves, and rescan when

@@ -89,7 +89,6 @@ def test_a_buffer_that_polls_readable_and_gives_nothing_is_not_watched_again(tmp
     fake = FakeInstance(tmp_path, cpus=1)
     reader = TraceReader(fake.tracefs, "p", hold=False)
     reader.pipes = pipes_of(fake)
-    reader.rescans.due(time.monotonic() + 3600)  # no rescan due in the test
     try:
         assert reader.wait(60) is True
         assert reader.pipes.read(64) == []
