@@ -139,13 +139,20 @@ def decode_chunk(
     """A chunk of pages (or of a perf.data's samples), decoded, checked and encoded; and
     what the decoder counted."""
     decoder.stats = stats = DecoderStats()
+    records = decode_items(decoder, items)
+    return check_and_encode(records, checker, eventheader, encode_spans), stats
+
+
+def decode_items(decoder: RecordDecoder, items: Iterable[ChunkItem]) -> list[TraceRecord]:
+    """A chunk's records, decoded (a page, or a perf.data sample's raw record and its
+    timestamp), in order; the decoder counts."""
     records: list[TraceRecord] = []
     for item in items:
         if isinstance(item, tuple):
             decoder.decode_record(item[0], item[1], records)
         else:
             decoder.decode_page(item, records)
-    return check_and_encode(records, checker, eventheader, encode_spans), stats
+    return records
 
 
 def add_formats(decoder: RecordDecoder, texts: Iterable[str]) -> None:

@@ -27,6 +27,7 @@ from opentelemetry_exporter_userevents.reader.native import native_core
 from opentelemetry_exporter_userevents.reader.outputs.exporters import otlp_proto_direct
 from opentelemetry_exporter_userevents.reader.outputs.exporters.grouping import Unrepresentable
 from opentelemetry_exporter_userevents.reader.pipeline.native_chunk import NativeChunks
+from opentelemetry_exporter_userevents.reader.pipeline.worker_loop import decode_items
 from tests.reader.native.test_native_differential import (
     IDS,
     SETTINGS,
@@ -86,12 +87,7 @@ def _got(decoded: list) -> list[tuple]:
 
 def _both(items: list) -> NativeChunks:
     python, native = _decoders()
-    records: list[TraceRecord] = []
-    for item in items:
-        if isinstance(item, tuple):
-            python.decode_record(item[0], item[1], records)
-        else:
-            python.decode_page(item, records)
+    records = decode_items(python, items)
     chunks = NativeChunks(PROTO, native, encode_deferred=False)
     decoded, stats = chunks.decode(items)
     assert stats == python.stats
