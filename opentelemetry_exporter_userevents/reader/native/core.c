@@ -493,8 +493,19 @@ typedef struct {
     uint64_t time_ns, dropped;
 } event_fields;
 
+/* An event's or a link's "attributes" (an object) and its optional "dropped" count. */
+static int get_attributes_dropped(const jdoc *d, uint32_t node, uint32_t *attributes,
+                                  uint64_t *dropped) {
+    uint32_t count;
+    *attributes = j_get(d, node, "attributes");
+    if (!*attributes || d->n[*attributes].type != J_OBJ)
+        return -1;
+    *dropped = 0;
+    count = j_get(d, node, "dropped");
+    return count ? j_count(d, count, 0xFFFFFFFFu, dropped) : 0;
+}
+
 static int get_event(const jdoc *d, uint32_t event, event_fields *e) {
-    uint32_t dropped;
     if (d->n[event].type != J_OBJ)
         return -1;
     e->name = j_get(d, event, "name");
@@ -502,12 +513,7 @@ static int get_event(const jdoc *d, uint32_t event, event_fields *e) {
         return -1;
     if (j_count(d, j_get(d, event, "time_ns"), UINT64_MAX, &e->time_ns))
         return -1;
-    e->attributes = j_get(d, event, "attributes");
-    if (!e->attributes || d->n[e->attributes].type != J_OBJ)
-        return -1;
-    e->dropped = 0;
-    dropped = j_get(d, event, "dropped");
-    return dropped ? j_count(d, dropped, 0xFFFFFFFFu, &e->dropped) : 0;
+    return get_attributes_dropped(d, event, &e->attributes, &e->dropped);
 }
 
 /* RecordChecker._link's (a trace state is checked in Python: only "" here). */
@@ -518,7 +524,7 @@ typedef struct {
 } link_fields;
 
 static int get_link(const jdoc *d, uint32_t link, link_fields *l) {
-    uint32_t is_remote, trace_state, dropped;
+    uint32_t is_remote, trace_state;
     uint64_t trace_flags;
     if (d->n[link].type != J_OBJ)
         return -1;
@@ -535,12 +541,7 @@ static int get_link(const jdoc *d, uint32_t link, link_fields *l) {
     trace_state = j_get(d, link, "trace_state");
     if (!trace_state || d->n[trace_state].type != J_STR || d->n[trace_state].len)
         return -1;
-    l->attributes = j_get(d, link, "attributes");
-    if (!l->attributes || d->n[l->attributes].type != J_OBJ)
-        return -1;
-    l->dropped = 0;
-    dropped = j_get(d, link, "dropped");
-    return dropped ? j_count(d, dropped, 0xFFFFFFFFu, &l->dropped) : 0;
+    return get_attributes_dropped(d, link, &l->attributes, &l->dropped);
 }
 
 /* A JSON list's items, parsed into d: its first item and count; -1 if not a list. */
